@@ -1,0 +1,144 @@
+#include "hotcount/admin.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "hotcount/kafka.h"
+#include "hotcount/log.h"
+
+typedef struct topic_spec {
+    const char *name;
+    int partitions;
+    bool compacted;
+} topic_spec_t;
+
+static size_t topic_specs(const hc_config_t *cfg, topic_spec_t specs[4])
+{
+    size_t n = 0;
+    specs[n++] = (topic_spec_t){cfg->topic_raw, cfg->topic_raw_partitions, false};
+    specs[n++] = (topic_spec_t){cfg->topic_partials, cfg->topic_partials_partitions, false};
+    specs[n++] = (topic_spec_t){cfg->topic_dlq, cfg->topic_dlq_partitions, false};
+    if (cfg->topic_counts[0]) {
+        specs[n++] = (topic_spec_t){cfg->topic_counts, cfg->topic_counts_partitions, true};
+    }
+    return n;
+}
+
+hc_err_t hc_admin_create_topics(const hc_config_t *cfg, int timeout_ms, char *errstr,
+                                size_t errstr_size)
+{
+    rd_kafka_t *rk = hc_kafka_new(cfg, HC_KAFKA_ROLE_ADMIN, NULL, errstr, errstr_size);
+    if (!rk) {
+        return HC_ERR_INVALID;
+    }
+    topic_spec_t specs[4];
+    size_t n = topic_specs(cfg, specs);
+    rd_kafka_NewTopic_t *topics[4] = {NULL};
+    hc_err_t err = HC_OK;
+    char rderr[256];
+    for (size_t i = 0; i < n; i++) {
+        topics[i] = rd_kafka_NewTopic_new(specs[i].name, specs[i].partitions,
+                                          cfg->topic_replication_factor, rderr, sizeof(rderr));
+        if (!topics[i]) {
+            hc_errstr_set(errstr, errstr_size, "topic %s: %s", specs[i].name, rderr);
+            err = HC_ERR_INVALID;
+            goto done;
+        }
+        if (specs[i].compacted) {
+            rd_kafka_NewTopic_set_config(topics[i], "cleanup.policy", "compact");
+        }
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *aopts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_set_request_timeout(aopts, timeout_ms, rderr, sizeof(rderr));
+    rd_kafka_AdminOptions_set_operation_timeout(aopts, timeout_ms, rderr, sizeof(rderr));
+    rd_kafka_CreateTopics(rk, topics, n, aopts, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 5000);
+    if (!ev) {
+        hc_errstr_set(errstr, errstr_size, "no answer from %s within %d ms", cfg->brokers,
+                      timeout_ms);
+        err = HC_ERR_TRANSIENT;
+    } else if (rd_kafka_event_error(ev)) {
+        hc_errstr_set(errstr, errstr_size, "create topics: %s", rd_kafka_event_error_string(ev));
+        err = rd_kafka_event_error(ev) == RD_KAFKA_RESP_ERR__TIMED_OUT ? HC_ERR_TRANSIENT
+                                                                       : HC_ERR_FATAL;
+    } else {
+        size_t cnt;
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &cnt);
+        for (size_t i = 0; i < cnt; i++) {
+            rd_kafka_resp_err_t terr = rd_kafka_topic_result_error(res[i]);
+            const char *name = rd_kafka_topic_result_name(res[i]);
+            if (terr == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+                hc_log(HC_LOG_INFO, "init", "topic %s exists already", name);
+            } else if (terr) {
+                hc_errstr_set(errstr, errstr_size, "topic %s: %s", name,
+                              rd_kafka_topic_result_error_string(res[i]));
+                err = HC_ERR_FATAL;
+            } else {
+                hc_log(HC_LOG_INFO, "init", "created topic %s", name);
+            }
+        }
+    }
+    if (ev) {
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_AdminOptions_destroy(aopts);
+    rd_kafka_queue_destroy(q);
+done:
+    for (size_t i = 0; i < n; i++) {
+        if (topics[i]) {
+            rd_kafka_NewTopic_destroy(topics[i]);
+        }
+    }
+    rd_kafka_destroy(rk);
+    return err;
+}
+
+hc_err_t hc_mock_start(hc_mock_t *mock, const hc_config_t *cfg, int brokers, char *errstr,
+                       size_t errstr_size)
+{
+    memset(mock, 0, sizeof(*mock));
+    char rderr[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    /* The host handle never connects anywhere, it only owns the cluster's threads: keep its
+     * "no bootstrap.servers" notice out of the user's terminal. */
+    rd_kafka_conf_set(conf, "log_level", "4", rderr, sizeof(rderr));
+    mock->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, rderr, sizeof(rderr));
+    if (!mock->rk) {
+        rd_kafka_conf_destroy(conf);
+        hc_errstr_set(errstr, errstr_size, "mock cluster host: %s", rderr);
+        return HC_ERR_FATAL;
+    }
+    mock->mcluster = rd_kafka_mock_cluster_new(mock->rk, brokers);
+    if (!mock->mcluster) {
+        hc_errstr_set(errstr, errstr_size, "could not start the mock cluster");
+        hc_mock_stop(mock);
+        return HC_ERR_FATAL;
+    }
+    mock->bootstraps = rd_kafka_mock_cluster_bootstraps(mock->mcluster);
+    topic_spec_t specs[4];
+    size_t n = topic_specs(cfg, specs);
+    for (size_t i = 0; i < n; i++) {
+        rd_kafka_resp_err_t err =
+            rd_kafka_mock_topic_create(mock->mcluster, specs[i].name, specs[i].partitions, 1);
+        if (err) {
+            hc_errstr_set(errstr, errstr_size, "mock topic %s: %s", specs[i].name,
+                          rd_kafka_err2str(err));
+            hc_mock_stop(mock);
+            return HC_ERR_FATAL;
+        }
+    }
+    return HC_OK;
+}
+
+void hc_mock_stop(hc_mock_t *mock)
+{
+    if (mock->mcluster) {
+        rd_kafka_mock_cluster_destroy(mock->mcluster);
+    }
+    if (mock->rk) {
+        rd_kafka_destroy(mock->rk);
+    }
+    memset(mock, 0, sizeof(*mock));
+}

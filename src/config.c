@@ -1,0 +1,827 @@
+/* hotcount configuration: one table of keys drives defaults, parsing, validation, --help and the
+ * example file, so a key cannot be documented in one place and behave differently in another. */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* strdup, strndup, getline, gethostname */
+#endif
+
+#include "hotcount/config.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hotcount/log.h"
+
+typedef enum key_type {
+    KEY_STR, /* char *, owned */
+    KEY_I32, /* int32_t */
+    KEY_I64, /* int64_t */
+} key_type_t;
+
+typedef struct key_def key_def_t;
+
+/* A rule beyond type and range. Gets the value text and, for integers, the parsed number;
+ * on failure writes the whole message (naming the key) and returns false. */
+typedef bool (*key_check_fn)(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                             size_t errstr_size);
+
+struct key_def {
+    const char *name;
+    key_type_t type;
+    size_t offset;      /* offsetof(hc_config_t, field) */
+    size_t size;        /* sizeof the field, checked against type at init */
+    const char *def;    /* default as written in a file; NULL: computed by hc_config_init */
+    int64_t min, max;   /* integers only, inclusive */
+    key_check_fn check; /* NULL: type and range are the only rules */
+    const char *doc;
+};
+
+#define FIELD_SIZE(field) sizeof(((hc_config_t *)0)->field)
+#define KEY_S(name, field, def, check, doc)                                                        \
+    {                                                                                              \
+        name, KEY_STR, offsetof(hc_config_t, field), FIELD_SIZE(field), def, 0, 0, check, doc      \
+    }
+#define KEY_I32(name, field, def, min, max, check, doc)                                            \
+    {                                                                                              \
+        name, KEY_I32, offsetof(hc_config_t, field), FIELD_SIZE(field), def, min, max, check, doc  \
+    }
+#define KEY_I64(name, field, def, min, max, check, doc)                                            \
+    {                                                                                              \
+        name, KEY_I64, offsetof(hc_config_t, field), FIELD_SIZE(field), def, min, max, check, doc  \
+    }
+
+/* Shown for instance.id, whose default depends on the machine. */
+#define INSTANCE_ID_DEFAULT_TEXT "<hostname>-<pid>"
+
+static bool check_nonempty(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                           size_t errstr_size);
+static bool check_replication(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                              size_t errstr_size);
+static bool check_instance_id(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                              size_t errstr_size);
+static bool check_store(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                        size_t errstr_size);
+static bool check_listen(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                         size_t errstr_size);
+static bool check_log_level(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                            size_t errstr_size);
+static bool check_log_format(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                             size_t errstr_size);
+
+/* Partition counts: Kafka itself allows more, but past 100000 a typo is likelier than intent. */
+#define MAX_PARTITIONS 100000
+
+static const key_def_t keys[] = {
+    KEY_S("brokers", brokers, "127.0.0.1:9092", check_nonempty,
+          "Kafka bootstrap servers, host:port[,host:port...]"),
+    KEY_S("topic.raw", topic_raw, "likes.raw", check_nonempty,
+          "topic of raw like events, read by stage 1"),
+    KEY_S("topic.partials", topic_partials, "likes.partials", check_nonempty,
+          "topic of windowed partial sums, stage 1 -> stage 2"),
+    KEY_S("topic.dlq", topic_dlq, "likes.dlq", check_nonempty,
+          "dead-letter topic for invalid events"),
+    KEY_S("topic.counts", topic_counts, "", NULL,
+          "compacted topic of final counts from stage 2; empty: off"),
+    KEY_I32("topic.raw.partitions", topic_raw_partitions, "16", 1, MAX_PARTITIONS, NULL,
+            "`hotcount init` partitions of topic.raw"),
+    KEY_I32("topic.partials.partitions", topic_partials_partitions, "8", 1, MAX_PARTITIONS, NULL,
+            "`hotcount init` partitions of topic.partials"),
+    KEY_I32("topic.dlq.partitions", topic_dlq_partitions, "4", 1, MAX_PARTITIONS, NULL,
+            "`hotcount init` partitions of topic.dlq"),
+    KEY_I32("topic.counts.partitions", topic_counts_partitions, "8", 1, MAX_PARTITIONS, NULL,
+            "`hotcount init` partitions of topic.counts"),
+    /* 32767: Kafka's replication factor is an int16 on the wire. */
+    KEY_I32("topic.replication.factor", topic_replication_factor, "-1", -1, 32767,
+            check_replication, "`hotcount init` replication; -1: the broker's default"),
+    KEY_S("group.stage1", group_stage1, "hotcount-stage1", check_nonempty,
+          "consumer group of stage 1"),
+    KEY_S("group.stage2", group_stage2, "hotcount-stage2", check_nonempty,
+          "consumer group of stage 2"),
+    KEY_S("instance.id", instance_id, NULL, check_instance_id,
+          "names the transactional id: stable per replica, [A-Za-z0-9._-]"),
+    /* Below 10 ms a window holds too few likes to save store writes; above an hour the counts
+     * are no longer live. */
+    KEY_I64("flush.ms", flush_ms, "1000", 10, 3600000, NULL,
+            "window length: stage 1 commits its sums this often"),
+    KEY_I32("salts", salts, "16", 1, 65536, NULL,
+            "raw key post_id#salt, salt = fnv1a32(user_id) % salts"),
+    KEY_I64("max.keys", max_keys, "1000000", 1, 100000000, NULL,
+            "posts per window before an early flush (bounds memory)"),
+    /* 1 MiB is about Kafka's default message.max.bytes; a like event is a few hundred bytes. */
+    KEY_I64("event.max.bytes", event_max_bytes, "4096", 64, 1048576, NULL,
+            "larger raw messages go to the dead-letter topic"),
+    KEY_S("store", store, "sqlite:hotcount.db", check_store,
+          "sqlite:PATH, redis://[:pw@]host:port[/db], postgresql://..."),
+    KEY_S("store.redis.prefix", store_redis_prefix, "likes:", NULL,
+          "the Redis key of post P is <prefix>P"),
+    KEY_S("metrics.listen", metrics_listen, "127.0.0.1:9464", check_listen,
+          "host:port of the Prometheus /metrics endpoint; empty: off"),
+    KEY_S("log.level", log_level, "info", check_log_level, "error, warn, info or debug"),
+    KEY_S("log.format", log_format, "text", check_log_format,
+          "text, or json for one JSON object per line"),
+};
+
+#define KEY_COUNT (sizeof(keys) / sizeof(keys[0]))
+
+static const struct {
+    const char *prefix;
+    hc_kafka_scope_t scope;
+    const char *doc;
+} kafka_prefixes[] = {
+    {"kafka.", HC_KAFKA_ALL, "librdkafka property <prop> for every client"},
+    {"kafka.consumer.", HC_KAFKA_CONSUMER, "librdkafka property <prop> for consumers only"},
+    {"kafka.producer.", HC_KAFKA_PRODUCER, "librdkafka property <prop> for producers only"},
+};
+
+#define KAFKA_PREFIX_COUNT (sizeof(kafka_prefixes) / sizeof(kafka_prefixes[0]))
+
+static char **str_slot(hc_config_t *cfg, const key_def_t *def)
+{
+    return (char **)(void *)((char *)cfg + def->offset);
+}
+
+static const char *const *str_slot_const(const hc_config_t *cfg, const key_def_t *def)
+{
+    return (const char *const *)(const void *)((const char *)cfg + def->offset);
+}
+
+static const key_def_t *find_key(const char *name)
+{
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        if (strcmp(keys[i].name, name) == 0) {
+            return &keys[i];
+        }
+    }
+    return NULL;
+}
+
+static bool check_nonempty(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                           size_t errstr_size)
+{
+    (void)num;
+    if (value[0] == '\0') {
+        hc_errstr_set(errstr, errstr_size, "%s: must not be empty", def->name);
+        return false;
+    }
+    return true;
+}
+
+static bool check_replication(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                              size_t errstr_size)
+{
+    (void)value;
+    if (num == 0) {
+        hc_errstr_set(errstr, errstr_size,
+                      "%s: 0 is not a replication factor (-1 for the broker's default, or "
+                      "1..32767)",
+                      def->name);
+        return false;
+    }
+    return true;
+}
+
+static bool check_instance_id(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                              size_t errstr_size)
+{
+    (void)num;
+    if (!check_nonempty(def, value, num, errstr, errstr_size)) {
+        return false;
+    }
+    /* It becomes part of a Kafka transactional id and of log lines: keep it to a portable
+     * character set. */
+    if (value[strspn(value, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")] !=
+        '\0') {
+        hc_errstr_set(errstr, errstr_size,
+                      "%s: \"%s\" may only contain A-Z a-z 0-9 '.' '_' '-' (it names the Kafka "
+                      "transactional id)",
+                      def->name, value);
+        return false;
+    }
+    return true;
+}
+
+static bool check_store(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                        size_t errstr_size)
+{
+    static const char *const schemes[] = {"redis://", "postgresql://", "postgres://"};
+
+    (void)num;
+    if (strncmp(value, "sqlite:", 7) == 0) {
+        if (value[7] == '\0') {
+            hc_errstr_set(errstr, errstr_size, "%s: \"%s\" needs a file path (sqlite:PATH)",
+                          def->name, value);
+            return false;
+        }
+        return true;
+    }
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        if (strncmp(value, schemes[i], strlen(schemes[i])) == 0) {
+            return true;
+        }
+    }
+    hc_errstr_set(errstr, errstr_size,
+                  "%s: \"%s\" is not a supported store (use sqlite:PATH, redis://host:port[/db] "
+                  "or postgresql://...)",
+                  def->name, value);
+    return false;
+}
+
+static bool check_listen(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                         size_t errstr_size)
+{
+    const char *colon;
+    const char *port;
+    size_t digits;
+    long port_num;
+
+    (void)num;
+    if (value[0] == '\0') {
+        return true; /* metrics off */
+    }
+    /* The last colon, so that a bracketed IPv6 host ("[::1]:9464") works. */
+    colon = strrchr(value, ':');
+    if (colon == NULL || colon == value) {
+        hc_errstr_set(errstr, errstr_size,
+                      "%s: \"%s\" is not host:port (0.0.0.0:PORT listens on every interface; "
+                      "empty turns metrics off)",
+                      def->name, value);
+        return false;
+    }
+    port = colon + 1;
+    digits = strspn(port, "0123456789");
+    port_num = digits > 0 && digits <= 5 && port[digits] == '\0' ? strtol(port, NULL, 10) : 0;
+    if (port_num < 1 || port_num > 65535) {
+        hc_errstr_set(errstr, errstr_size, "%s: \"%s\" has no valid port (1..65535)", def->name,
+                      value);
+        return false;
+    }
+    return true;
+}
+
+static bool check_log_level(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                            size_t errstr_size)
+{
+    hc_log_level_t level;
+
+    (void)num;
+    if (!hc_log_level_parse(value, &level)) {
+        hc_errstr_set(errstr, errstr_size,
+                      "%s: \"%s\" is not a log level (error, warn, info or debug)", def->name,
+                      value);
+        return false;
+    }
+    return true;
+}
+
+static bool check_log_format(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                             size_t errstr_size)
+{
+    hc_log_format_t format;
+
+    (void)num;
+    if (!hc_log_format_parse(value, &format)) {
+        hc_errstr_set(errstr, errstr_size, "%s: \"%s\" is not a log format (text or json)",
+                      def->name, value);
+        return false;
+    }
+    return true;
+}
+
+/* Whole string, base 10, within [min, max]: "", " 5", "12x", "1.5" and overflow are errors. */
+static hc_err_t parse_int(const key_def_t *def, const char *value, int64_t *out, char *errstr,
+                          size_t errstr_size)
+{
+    char *end;
+    long long num;
+
+    /* strtoll would skip leading blanks; a strict parser should not. */
+    if (value[0] == '\0' || isspace((unsigned char)value[0])) {
+        hc_errstr_set(errstr, errstr_size, "%s: \"%s\" is not an integer", def->name, value);
+        return HC_ERR_INVALID;
+    }
+    errno = 0;
+    num = strtoll(value, &end, 10);
+    if (end == value || *end != '\0') {
+        hc_errstr_set(errstr, errstr_size, "%s: \"%s\" is not an integer", def->name, value);
+        return HC_ERR_INVALID;
+    }
+    if (errno == ERANGE) {
+        hc_errstr_set(errstr, errstr_size, "%s: \"%s\" is out of range (%" PRId64 "..%" PRId64 ")",
+                      def->name, value, def->min, def->max);
+        return HC_ERR_INVALID;
+    }
+    if (num < def->min) {
+        hc_errstr_set(errstr, errstr_size, "%s: %lld is below the minimum %" PRId64, def->name, num,
+                      def->min);
+        return HC_ERR_INVALID;
+    }
+    if (num > def->max) {
+        hc_errstr_set(errstr, errstr_size, "%s: %lld is above the maximum %" PRId64, def->name, num,
+                      def->max);
+        return HC_ERR_INVALID;
+    }
+    *out = (int64_t)num;
+    return HC_OK;
+}
+
+/* Validates first and assigns last, so that on any error cfg is unchanged. */
+static hc_err_t set_value(hc_config_t *cfg, const key_def_t *def, const char *value, char *errstr,
+                          size_t errstr_size)
+{
+    int64_t num = 0;
+    hc_err_t err;
+
+    if (def->type != KEY_STR) {
+        err = parse_int(def, value, &num, errstr, errstr_size);
+        if (err != HC_OK) {
+            return err;
+        }
+    }
+    if (def->check != NULL && !def->check(def, value, num, errstr, errstr_size)) {
+        return HC_ERR_INVALID;
+    }
+    switch (def->type) {
+    case KEY_STR: {
+        char **slot = str_slot(cfg, def);
+        char *copy = strdup(value);
+
+        if (copy == NULL) {
+            hc_errstr_set(errstr, errstr_size, "%s: out of memory", def->name);
+            return HC_ERR_FATAL;
+        }
+        free(*slot);
+        *slot = copy;
+        break;
+    }
+    case KEY_I32: {
+        int32_t num32 = (int32_t)num; /* the range check kept it within int32_t */
+
+        memcpy((char *)cfg + def->offset, &num32, sizeof(num32));
+        break;
+    }
+    case KEY_I64:
+        memcpy((char *)cfg + def->offset, &num, sizeof(num));
+        break;
+    }
+    return HC_OK;
+}
+
+/* kafka.<prop>, kafka.consumer.<prop>, kafka.producer.<prop>: librdkafka checks the name and
+ * value when a client is created; here only the shape is checked. A repeated scope+prop
+ * replaces the earlier value where it stands, so the last source wins, as for every key. */
+static hc_err_t set_kafka_prop(hc_config_t *cfg, const char *key, const char *value, char *errstr,
+                               size_t errstr_size)
+{
+    hc_kafka_scope_t scope = HC_KAFKA_ALL;
+    const char *prop = NULL;
+    size_t prefix_len = 0;
+    hc_kafka_prop_t *props;
+    char *name_copy;
+    char *value_copy;
+
+    /* The longest prefix wins: kafka.consumer.x is x for consumers, not consumer.x for all. */
+    for (size_t i = 0; i < KAFKA_PREFIX_COUNT; i++) {
+        size_t len = strlen(kafka_prefixes[i].prefix);
+
+        if (len > prefix_len && strncmp(key, kafka_prefixes[i].prefix, len) == 0) {
+            scope = kafka_prefixes[i].scope;
+            prop = key + len;
+            prefix_len = len;
+        }
+    }
+    assert(prop != NULL); /* only called for keys starting with "kafka." */
+    if (prop[0] == '\0') {
+        hc_errstr_set(errstr, errstr_size, "%s: the librdkafka property name is missing (%s<prop>)",
+                      key, key);
+        return HC_ERR_INVALID;
+    }
+
+    value_copy = strdup(value);
+    if (value_copy == NULL) {
+        goto oom;
+    }
+    for (size_t i = 0; i < cfg->kafka_prop_count; i++) {
+        hc_kafka_prop_t *kp = &cfg->kafka_props[i];
+
+        if (kp->scope == scope && strcmp(kp->name, prop) == 0) {
+            free(kp->value);
+            kp->value = value_copy;
+            return HC_OK;
+        }
+    }
+
+    name_copy = strdup(prop);
+    if (name_copy == NULL) {
+        goto free_value;
+    }
+    props = realloc(cfg->kafka_props, (cfg->kafka_prop_count + 1) * sizeof(*props));
+    if (props == NULL) {
+        goto free_name;
+    }
+    cfg->kafka_props = props;
+    props[cfg->kafka_prop_count].scope = scope;
+    props[cfg->kafka_prop_count].name = name_copy;
+    props[cfg->kafka_prop_count].value = value_copy;
+    cfg->kafka_prop_count++;
+    return HC_OK;
+
+free_name:
+    free(name_copy);
+free_value:
+    free(value_copy);
+oom:
+    hc_errstr_set(errstr, errstr_size, "%s: out of memory", key);
+    return HC_ERR_FATAL;
+}
+
+/* "<hostname>-<pid>", with any character that instance.id forbids replaced by '_'. */
+static void default_instance_id(char *out, size_t size)
+{
+    char host[256];
+
+    if (gethostname(host, sizeof(host)) != 0 || host[0] == '\0') {
+        snprintf(host, sizeof(host), "%s", "hotcount");
+    }
+    host[sizeof(host) - 1] = '\0'; /* gethostname need not terminate a truncated name */
+    for (char *p = host; *p != '\0'; p++) {
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') {
+            *p = '_';
+        }
+    }
+    snprintf(out, size, "%s-%ld", host, (long)getpid());
+}
+
+hc_err_t hc_config_init(hc_config_t *cfg)
+{
+    char errstr[256];
+    char instance_id[300];
+    hc_err_t err;
+
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        const key_def_t *def = &keys[i];
+
+        /* A table row whose type does not match its field would write past it. */
+        assert(def->size == (def->type == KEY_STR   ? sizeof(char *)
+                             : def->type == KEY_I32 ? sizeof(int32_t)
+                                                    : sizeof(int64_t)));
+        if (def->def == NULL) {
+            continue;
+        }
+        err = set_value(cfg, def, def->def, errstr, sizeof(errstr));
+        /* Defaults go through the same parser as user input; only memory can fail. */
+        assert(err != HC_ERR_INVALID);
+        if (err != HC_OK) {
+            goto fail;
+        }
+    }
+    default_instance_id(instance_id, sizeof(instance_id));
+    err = set_value(cfg, find_key("instance.id"), instance_id, errstr, sizeof(errstr));
+    if (err != HC_OK) {
+        goto fail;
+    }
+    return HC_OK;
+
+fail:
+    hc_config_fini(cfg);
+    return HC_ERR_FATAL;
+}
+
+void hc_config_fini(hc_config_t *cfg)
+{
+    if (cfg == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        if (keys[i].type == KEY_STR) {
+            free(*str_slot(cfg, &keys[i]));
+        }
+    }
+    for (size_t i = 0; i < cfg->kafka_prop_count; i++) {
+        free(cfg->kafka_props[i].name);
+        free(cfg->kafka_props[i].value);
+    }
+    free(cfg->kafka_props);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+/* Deep copy, so that a file can be applied to a copy and swapped in only when every line
+ * parsed. */
+static hc_err_t config_copy(hc_config_t *dst, const hc_config_t *src)
+{
+    *dst = *src;
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        if (keys[i].type == KEY_STR) {
+            *str_slot(dst, &keys[i]) = NULL;
+        }
+    }
+    dst->kafka_props = NULL;
+    dst->kafka_prop_count = 0;
+
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        if (keys[i].type == KEY_STR) {
+            const char *value = *str_slot_const(src, &keys[i]);
+
+            if (value != NULL && (*str_slot(dst, &keys[i]) = strdup(value)) == NULL) {
+                goto fail;
+            }
+        }
+    }
+    if (src->kafka_prop_count > 0) {
+        dst->kafka_props = calloc(src->kafka_prop_count, sizeof(*dst->kafka_props));
+        if (dst->kafka_props == NULL) {
+            goto fail;
+        }
+        for (size_t i = 0; i < src->kafka_prop_count; i++) {
+            hc_kafka_prop_t *kp = &dst->kafka_props[i];
+
+            dst->kafka_prop_count = i + 1; /* so that fini frees this entry too */
+            kp->scope = src->kafka_props[i].scope;
+            kp->name = strdup(src->kafka_props[i].name);
+            kp->value = strdup(src->kafka_props[i].value);
+            if (kp->name == NULL || kp->value == NULL) {
+                goto fail;
+            }
+        }
+    }
+    return HC_OK;
+
+fail:
+    hc_config_fini(dst);
+    return HC_ERR_FATAL;
+}
+
+hc_err_t hc_config_set(hc_config_t *cfg, const char *key, const char *value, char *errstr,
+                       size_t errstr_size)
+{
+    const key_def_t *def;
+
+    assert(cfg != NULL && key != NULL && value != NULL);
+    if (strncmp(key, "kafka.", 6) == 0) {
+        return set_kafka_prop(cfg, key, value, errstr, errstr_size);
+    }
+    def = find_key(key);
+    if (def == NULL) {
+        hc_errstr_set(errstr, errstr_size, "unknown configuration key \"%s\"", key);
+        return HC_ERR_INVALID;
+    }
+    return set_value(cfg, def, value, errstr, errstr_size);
+}
+
+hc_err_t hc_config_set_kv(hc_config_t *cfg, const char *kv, char *errstr, size_t errstr_size)
+{
+    const char *eq = strchr(kv, '=');
+    char *key;
+    hc_err_t err;
+
+    if (eq == NULL) {
+        hc_errstr_set(errstr, errstr_size, "\"%s\": expected key=value", kv);
+        return HC_ERR_INVALID;
+    }
+    key = strndup(kv, (size_t)(eq - kv));
+    if (key == NULL) {
+        hc_errstr_set(errstr, errstr_size, "\"%s\": out of memory", kv);
+        return HC_ERR_FATAL;
+    }
+    if (key[0] == '\0') {
+        hc_errstr_set(errstr, errstr_size, "\"%s\": missing key before '='", kv);
+        err = HC_ERR_INVALID;
+    } else {
+        err = hc_config_set(cfg, key, eq + 1, errstr, errstr_size);
+    }
+    free(key);
+    return err;
+}
+
+static char *trim(char *s)
+{
+    char *end;
+
+    while (isspace((unsigned char)*s)) {
+        s++;
+    }
+    end = s + strlen(s);
+    while (end > s && isspace((unsigned char)end[-1])) {
+        end--;
+    }
+    *end = '\0';
+    return s;
+}
+
+/* Applies one line; *msg gets the reason (without file and line) on error. */
+static hc_err_t apply_line(hc_config_t *cfg, char *line, char *msg, size_t msg_size)
+{
+    char *text = trim(line);
+    char *eq;
+    char *key;
+
+    if (text[0] == '\0' || text[0] == '#' || text[0] == '!') {
+        return HC_OK;
+    }
+    eq = strchr(text, '=');
+    if (eq == NULL) {
+        hc_errstr_set(msg, msg_size, "expected key=value, got \"%s\"", text);
+        return HC_ERR_INVALID;
+    }
+    *eq = '\0';
+    key = trim(text);
+    if (key[0] == '\0') {
+        hc_errstr_set(msg, msg_size, "missing key before '='");
+        return HC_ERR_INVALID;
+    }
+    return hc_config_set(cfg, key, trim(eq + 1), msg, msg_size);
+}
+
+hc_err_t hc_config_load_file(hc_config_t *cfg, const char *path, char *errstr, size_t errstr_size)
+{
+    hc_config_t work;
+    char msg[512];
+    char *line = NULL;
+    size_t line_cap = 0;
+    size_t line_no = 0;
+    ssize_t len;
+    hc_err_t err;
+    FILE *fp;
+
+    fp = fopen(path, "r");
+    if (fp == NULL) {
+        hc_errstr_set(errstr, errstr_size, "%s: %s", path, strerror(errno));
+        return HC_ERR_INVALID;
+    }
+    err = config_copy(&work, cfg);
+    if (err != HC_OK) {
+        hc_errstr_set(errstr, errstr_size, "%s: out of memory", path);
+        goto close_file;
+    }
+    for (;;) {
+        errno = 0;
+        len = getline(&line, &line_cap, fp);
+        if (len < 0) {
+            break;
+        }
+        line_no++;
+        if (strlen(line) != (size_t)len) {
+            hc_errstr_set(errstr, errstr_size, "%s:%zu: contains a NUL byte", path, line_no);
+            err = HC_ERR_INVALID;
+            goto discard_work;
+        }
+        err = apply_line(&work, line, msg, sizeof(msg));
+        if (err != HC_OK) {
+            hc_errstr_set(errstr, errstr_size, "%s:%zu: %s", path, line_no, msg);
+            goto discard_work;
+        }
+    }
+    if (!feof(fp)) {
+        /* A read error, e.g. EISDIR: fopen("r") succeeds on a directory, reading fails. */
+        int read_errno = errno != 0 ? errno : EIO;
+
+        hc_errstr_set(errstr, errstr_size, "%s: %s", path, strerror(read_errno));
+        err = read_errno == ENOMEM ? HC_ERR_FATAL : HC_ERR_INVALID;
+        goto discard_work;
+    }
+    free(line);
+    fclose(fp);
+    hc_config_fini(cfg);
+    *cfg = work;
+    return HC_OK;
+
+discard_work:
+    hc_config_fini(&work);
+close_file:
+    free(line);
+    fclose(fp);
+    return err;
+}
+
+hc_err_t hc_config_validate(const hc_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    const struct {
+        const char *key;
+        const char *value;
+    } topics[] = {
+        {"topic.raw", cfg->topic_raw},
+        {"topic.partials", cfg->topic_partials},
+        {"topic.dlq", cfg->topic_dlq},
+        {"topic.counts", cfg->topic_counts}, /* last: optional */
+    };
+    size_t count = sizeof(topics) / sizeof(topics[0]);
+
+    for (size_t i = 0; i < count; i++) {
+        if (topics[i].value == NULL || topics[i].value[0] == '\0') {
+            if (i == count - 1) {
+                count--; /* topic.counts off */
+                break;
+            }
+            hc_errstr_set(errstr, errstr_size, "%s: must not be empty", topics[i].key);
+            return HC_ERR_INVALID;
+        }
+    }
+    /* Stage 1 would read its own output, or partials would land in the DLQ. */
+    for (size_t i = 0; i < count; i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(topics[i].value, topics[j].value) == 0) {
+                hc_errstr_set(errstr, errstr_size,
+                              "%s and %s are both \"%s\"; every topic must be distinct",
+                              topics[j].key, topics[i].key, topics[i].value);
+                return HC_ERR_INVALID;
+            }
+        }
+    }
+    if (cfg->group_stage1 == NULL || cfg->group_stage1[0] == '\0' || cfg->group_stage2 == NULL ||
+        cfg->group_stage2[0] == '\0') {
+        hc_errstr_set(errstr, errstr_size, "%s: must not be empty",
+                      cfg->group_stage1 == NULL || cfg->group_stage1[0] == '\0' ? "group.stage1"
+                                                                                : "group.stage2");
+        return HC_ERR_INVALID;
+    }
+    /* One group for both stages would split partitions of two topics between unrelated loops
+     * and mix their committed offsets. */
+    if (strcmp(cfg->group_stage1, cfg->group_stage2) == 0) {
+        hc_errstr_set(errstr, errstr_size,
+                      "group.stage1 and group.stage2 are both \"%s\"; the stages need separate "
+                      "consumer groups",
+                      cfg->group_stage1);
+        return HC_ERR_INVALID;
+    }
+    return HC_OK;
+}
+
+/* The default as a user would write it, for --help. */
+static const char *default_text(const key_def_t *def)
+{
+    if (def->def == NULL) {
+        return INSTANCE_ID_DEFAULT_TEXT;
+    }
+    return def->def[0] == '\0' ? "\"\"" : def->def;
+}
+
+void hc_config_print_help(FILE *out)
+{
+    int name_width = (int)strlen("kafka.consumer.<prop>");
+    int def_width = (int)strlen("default");
+
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        int n = (int)strlen(keys[i].name);
+        int d = (int)strlen(default_text(&keys[i]));
+
+        name_width = n > name_width ? n : name_width;
+        def_width = d > def_width ? d : def_width;
+    }
+
+    fprintf(out, "Configuration (-c FILE with key=value lines, then -X key=value in order):\n");
+    fprintf(out, "  %-*s  %-*s  %s\n", name_width, "key", def_width, "default", "description");
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        const key_def_t *def = &keys[i];
+
+        fprintf(out, "  %-*s  %-*s  %s", name_width, def->name, def_width, default_text(def),
+                def->doc);
+        if (def->type != KEY_STR) {
+            fprintf(out, " [%" PRId64 "..%" PRId64 "]", def->min, def->max);
+        }
+        fputc('\n', out);
+    }
+    for (size_t i = 0; i < KAFKA_PREFIX_COUNT; i++) {
+        char name[64];
+
+        snprintf(name, sizeof(name), "%s<prop>", kafka_prefixes[i].prefix);
+        fprintf(out, "  %-*s  %-*s  %s\n", name_width, name, def_width, "", kafka_prefixes[i].doc);
+    }
+    fprintf(out, "Unknown keys are errors. kafka.* values go to librdkafka unchanged, e.g. "
+                 "-X kafka.security.protocol=SASL_SSL.\n");
+}
+
+void hc_config_print_example(FILE *out)
+{
+    fprintf(out, "# hotcount configuration: key=value lines; '#' or '!' starts a comment.\n"
+                 "# Every key is shown at its default. -X key=value on the command line overrides "
+                 "this file.\n");
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        const key_def_t *def = &keys[i];
+
+        fprintf(out, "\n# %s", def->doc);
+        if (def->type != KEY_STR) {
+            fprintf(out, " [%" PRId64 "..%" PRId64 "]", def->min, def->max);
+        }
+        fputc('\n', out);
+        if (def->def == NULL) {
+            /* Computed per process: shown, but left commented so the file stays portable. */
+            fprintf(out, "# default: %s\n#%s=\n", INSTANCE_ID_DEFAULT_TEXT, def->name);
+        } else {
+            fprintf(out, "%s=%s\n", def->name, def->def);
+        }
+    }
+    fprintf(out, "\n# librdkafka properties, passed through unchanged:\n");
+    for (size_t i = 0; i < KAFKA_PREFIX_COUNT; i++) {
+        char name[64];
+
+        snprintf(name, sizeof(name), "%s<prop>=VALUE", kafka_prefixes[i].prefix);
+        fprintf(out, "#   %-28s %s\n", name, kafka_prefixes[i].doc);
+    }
+    fprintf(out, "#kafka.security.protocol=SASL_SSL\n"
+                 "#kafka.producer.linger.ms=5\n"
+                 "#kafka.consumer.fetch.max.bytes=52428800\n");
+}

@@ -1,0 +1,245 @@
+#include "hotcount/kafka.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "hotcount/log.h"
+
+int64_t hc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t hc_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    /* syslog levels: 0-3 error, 4 warning, 5-6 notice/info, 7 debug */
+    hc_log_level_t lvl = level <= 3 ? HC_LOG_ERROR
+                         : level == 4 ? HC_LOG_WARN
+                         : level <= 6 ? HC_LOG_INFO
+                                      : HC_LOG_DEBUG;
+    hc_log(lvl, "rdkafka", "%s: %s", fac, buf);
+}
+
+/* Errors arriving through error_cb are mostly transient (broker down, transport): librdkafka
+ * retries them itself. Fatal ones are picked up by hc_kafka_fatal_check in the stage loops. */
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)opaque;
+    hc_log(err == RD_KAFKA_RESP_ERR__FATAL ? HC_LOG_ERROR : HC_LOG_WARN, "rdkafka", "%s: %s: %s",
+           rd_kafka_name(rk), rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+typedef struct prop {
+    const char *name;
+    const char *value;
+} prop_t;
+
+static bool conf_set(rd_kafka_conf_t *conf, const char *shown, const char *name, const char *value,
+                     char *errstr, size_t errstr_size)
+{
+    char rderr[256];
+    if (rd_kafka_conf_set(conf, name, value, rderr, sizeof(rderr)) != RD_KAFKA_CONF_OK) {
+        hc_errstr_set(errstr, errstr_size, "%s: %s", shown, rderr);
+        return false;
+    }
+    return true;
+}
+
+/* hotcount's settings per role; the user's kafka.* props are applied after them. */
+static const prop_t stage1_consumer_props[] = {
+    /* offsets travel inside stage 1's transaction, never through the consumer */
+    {"enable.auto.commit", "false"},
+    {"enable.auto.offset.store", "false"},
+    {"auto.offset.reset", "earliest"},
+    /* eager assignors only: cooperative-sticky can resume from stale positions in 2.0.2 */
+    {"partition.assignment.strategy", "range"},
+    {"isolation.level", "read_committed"},
+    {NULL, NULL},
+};
+
+static const prop_t stage2_consumer_props[] = {
+    /* offsets live in the store, in the same atomic step as the counts */
+    {"enable.auto.commit", "false"},
+    {"enable.auto.offset.store", "false"},
+    {"auto.offset.reset", "earliest"},
+    {"partition.assignment.strategy", "range"},
+    /* only committed stage-1 transactions: an aborted window's partials are never counted */
+    {"isolation.level", "read_committed"},
+    {NULL, NULL},
+};
+
+static const prop_t reader_props[] = {
+    {"enable.auto.commit", "false"},
+    {"enable.auto.offset.store", "false"},
+    {"isolation.level", "read_committed"},
+    {"enable.partition.eof", "true"},
+    {NULL, NULL},
+};
+
+static const prop_t txn_producer_props[] = {
+    /* a stalled window must abort well before the broker's transaction.max.timeout.ms */
+    {"transaction.timeout.ms", "60000"},
+    /* must stay below transaction.timeout.ms */
+    {"message.timeout.ms", "50000"},
+    {"linger.ms", "5"},
+    {NULL, NULL},
+};
+
+static const prop_t producer_props[] = {
+    {"enable.idempotence", "true"},
+    {"linger.ms", "5"},
+    {"batch.num.messages", "10000"},
+    {"queue.buffering.max.messages", "1000000"},
+    {NULL, NULL},
+};
+
+static const prop_t *role_props(hc_kafka_role_t role)
+{
+    switch (role) {
+    case HC_KAFKA_ROLE_STAGE1_CONSUMER:
+        return stage1_consumer_props;
+    case HC_KAFKA_ROLE_STAGE2_CONSUMER:
+        return stage2_consumer_props;
+    case HC_KAFKA_ROLE_TXN_PRODUCER:
+        return txn_producer_props;
+    case HC_KAFKA_ROLE_PRODUCER:
+        return producer_props;
+    case HC_KAFKA_ROLE_READER:
+        return reader_props;
+    case HC_KAFKA_ROLE_ADMIN:
+        break;
+    }
+    static const prop_t none[] = {{NULL, NULL}};
+    return none;
+}
+
+static bool role_is_consumer(hc_kafka_role_t role)
+{
+    return role == HC_KAFKA_ROLE_STAGE1_CONSUMER || role == HC_KAFKA_ROLE_STAGE2_CONSUMER ||
+           role == HC_KAFKA_ROLE_READER;
+}
+
+static bool apply_user_props(rd_kafka_conf_t *conf, const hc_config_t *cfg, hc_kafka_scope_t scope,
+                             char *errstr, size_t errstr_size)
+{
+    static const char *const prefix[] = {"kafka.", "kafka.consumer.", "kafka.producer."};
+    for (size_t i = 0; i < cfg->kafka_prop_count; i++) {
+        const hc_kafka_prop_t *kp = &cfg->kafka_props[i];
+        if (kp->scope != scope) {
+            continue;
+        }
+        char shown[300];
+        snprintf(shown, sizeof(shown), "%s%s", prefix[scope], kp->name);
+        if (!conf_set(conf, shown, kp->name, kp->value, errstr, errstr_size)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+rd_kafka_t *hc_kafka_new(const hc_config_t *cfg, hc_kafka_role_t role, const hc_kafka_opts_t *opts,
+                         char *errstr, size_t errstr_size)
+{
+    static const hc_kafka_opts_t no_opts = {0};
+    if (!opts) {
+        opts = &no_opts;
+    }
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    if (!conf_set(conf, "brokers", "bootstrap.servers", cfg->brokers, errstr, errstr_size)) {
+        goto fail_conf;
+    }
+    char client_id[256];
+    snprintf(client_id, sizeof(client_id), "hotcount-%s", cfg->instance_id);
+    if (!conf_set(conf, "instance.id", "client.id", client_id, errstr, errstr_size)) {
+        goto fail_conf;
+    }
+    for (const prop_t *p = role_props(role); p->name; p++) {
+        if (!conf_set(conf, p->name, p->name, p->value, errstr, errstr_size)) {
+            goto fail_conf;
+        }
+    }
+    if (opts->group_id &&
+        !conf_set(conf, "group.id", "group.id", opts->group_id, errstr, errstr_size)) {
+        goto fail_conf;
+    }
+    if (opts->transactional_id && !conf_set(conf, "instance.id", "transactional.id",
+                                            opts->transactional_id, errstr, errstr_size)) {
+        goto fail_conf;
+    }
+    bool consumer = role_is_consumer(role);
+    if (!apply_user_props(conf, cfg, HC_KAFKA_ALL, errstr, errstr_size) ||
+        !apply_user_props(conf, cfg, consumer ? HC_KAFKA_CONSUMER : HC_KAFKA_PRODUCER, errstr,
+                          errstr_size)) {
+        goto fail_conf;
+    }
+    if (opts->rebalance_cb) {
+        rd_kafka_conf_set_rebalance_cb(conf, opts->rebalance_cb);
+    }
+    if (opts->dr_msg_cb) {
+        rd_kafka_conf_set_dr_msg_cb(conf, opts->dr_msg_cb);
+    }
+    rd_kafka_conf_set_opaque(conf, opts->opaque);
+
+    char rderr[512];
+    rd_kafka_t *rk = rd_kafka_new(consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, conf, rderr,
+                                  sizeof(rderr));
+    if (!rk) {
+        hc_errstr_set(errstr, errstr_size, "kafka client: %s", rderr);
+        goto fail_conf;
+    }
+    if (consumer) {
+        rd_kafka_poll_set_consumer(rk);
+    }
+    return rk;
+
+fail_conf:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
+hc_err_t hc_kafka_error_take(rd_kafka_error_t *error, char *errstr, size_t errstr_size)
+{
+    if (!error) {
+        return HC_OK;
+    }
+    hc_err_t err;
+    if (rd_kafka_error_is_fatal(error)) {
+        err = HC_ERR_FATAL;
+    } else if (rd_kafka_error_txn_requires_abort(error)) {
+        err = HC_ERR_ABORT;
+    } else if (rd_kafka_error_is_retriable(error)) {
+        err = HC_ERR_TRANSIENT;
+    } else {
+        /* librdkafka's transaction docs: an error with none of the flags is to be treated
+         * as fatal */
+        err = HC_ERR_FATAL;
+    }
+    hc_errstr_set(errstr, errstr_size, "%s: %s", rd_kafka_error_name(error),
+                  rd_kafka_error_string(error));
+    rd_kafka_error_destroy(error);
+    return err;
+}
+
+hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size)
+{
+    char reason[512];
+    rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk, reason, sizeof(reason));
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return HC_OK;
+    }
+    hc_errstr_set(errstr, errstr_size, "%s: %s", rd_kafka_err2name(err), reason);
+    return HC_ERR_FATAL;
+}

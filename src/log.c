@@ -1,0 +1,295 @@
+/* Levelled logging: one stack buffer, one write(2) per line, no locks. */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, gmtime_r */
+#endif
+
+#include "hotcount/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Written once at start-up (before threads), read by every thread afterwards. */
+static hc_log_level_t log_level = HC_LOG_INFO;
+static hc_log_format_t log_format = HC_LOG_TEXT;
+static int log_fd = STDERR_FILENO;
+
+/* Bytes kept free at the end of a line for "...", the JSON closing `"}` and the newline, so a
+ * truncated line is still one well-formed line. */
+#define LINE_RESERVE 16
+
+typedef struct line {
+    char buf[HC_LOG_LINE_MAX];
+    size_t len;
+    bool full; /* content did not fit: the line ends in "..." */
+} line_t;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+static const char *const level_labels[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+static const char *const format_names[] = {"text", "json"};
+
+void hc_log_setup(hc_log_level_t level, hc_log_format_t format)
+{
+    log_level = level;
+    log_format = format;
+}
+
+void hc_log_set_fd(int fd)
+{
+    log_fd = fd < 0 ? STDERR_FILENO : fd;
+}
+
+bool hc_log_level_parse(const char *name, hc_log_level_t *level)
+{
+    if (name == NULL) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
+        if (strcmp(name, level_names[i]) == 0) {
+            *level = (hc_log_level_t)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool hc_log_format_parse(const char *name, hc_log_format_t *format)
+{
+    if (name == NULL) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(format_names) / sizeof(format_names[0]); i++) {
+        if (strcmp(name, format_names[i]) == 0) {
+            *format = (hc_log_format_t)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool hc_log_enabled(hc_log_level_t level)
+{
+    return level <= log_level;
+}
+
+/* Appends n bytes, all or nothing, so an escape sequence or a UTF-8 character is never cut. */
+static bool put(line_t *ln, const char *s, size_t n)
+{
+    if (ln->full || n > HC_LOG_LINE_MAX - LINE_RESERVE - ln->len) {
+        ln->full = true;
+        return false;
+    }
+    memcpy(ln->buf + ln->len, s, n);
+    ln->len += n;
+    return true;
+}
+
+static bool put_str(line_t *ln, const char *s)
+{
+    return put(ln, s, strlen(s));
+}
+
+/* Appends into the reserved tail; only the fixed line endings use this. */
+static void put_tail(line_t *ln, const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n <= HC_LOG_LINE_MAX - ln->len) {
+        memcpy(ln->buf + ln->len, s, n);
+        ln->len += n;
+    }
+}
+
+/* Length of the well-formed UTF-8 character at s (1..4), or 0 when the bytes are not one:
+ * stray continuation bytes, overlong forms, surrogates, values past U+10FFFF, a cut-off tail. */
+static size_t utf8_char_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    uint32_t cp;
+    size_t len;
+
+    if (c < 0x80) {
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        cp = c & 0x1Fu;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        cp = c & 0x0Fu;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        cp = c & 0x07u;
+    } else {
+        return 0;
+    }
+    if (n < len) {
+        return 0;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) {
+            return 0;
+        }
+        cp = (cp << 6) | (s[i] & 0x3Fu);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+        return 0;
+    }
+    return len;
+}
+
+/* Appends s so that it cannot break the line: in JSON as the inside of a string literal, in
+ * text with control characters escaped. Stops (and marks the line full) at the first unit that
+ * does not fit. */
+static void put_escaped(line_t *ln, const char *s, size_t n, hc_log_format_t format)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    bool json = format == HC_LOG_JSON;
+    size_t i = 0;
+
+    while (i < n) {
+        unsigned char c = u[i];
+        char esc[8];
+        const char *out = esc;
+        size_t out_len;
+        size_t step = 1;
+
+        if (json && (c == '"' || c == '\\')) {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            out_len = 2;
+        } else if (c == '\n' || c == '\r' || (json && c == '\t')) {
+            esc[0] = '\\';
+            esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+            out_len = 2;
+        } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            out_len = (size_t)snprintf(esc, sizeof(esc), json ? "\\u%04x" : "\\x%02x", c);
+        } else if (c >= 0x80) {
+            step = utf8_char_len(u + i, n - i);
+            if (step > 0) {
+                out = s + i;
+                out_len = step;
+            } else if (json) {
+                /* JSON must be valid UTF-8; the replacement character marks the bad byte. */
+                out = "\\ufffd";
+                out_len = 6;
+                step = 1;
+            } else {
+                out_len = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", c);
+                step = 1;
+            }
+        } else {
+            out = s + i;
+            out_len = 1;
+        }
+        if (!put(ln, out, out_len)) {
+            return;
+        }
+        i += step;
+    }
+}
+
+static void format_timestamp(char *out, size_t size)
+{
+    struct timespec ts;
+    struct tm tm;
+    size_t n;
+
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || gmtime_r(&ts.tv_sec, &tm) == NULL) {
+        snprintf(out, size, "%s", "1970-01-01T00:00:00.000Z");
+        return;
+    }
+    n = strftime(out, size, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, size - n, ".%03dZ", (int)(ts.tv_nsec / 1000000));
+}
+
+/* Writes the whole line; retries only what a signal or a short write interrupted. */
+static void write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return; /* nowhere left to report a logging failure */
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+void hc_log_write(hc_log_level_t level, const char *area, const char *fmt, ...)
+{
+    int saved_errno = errno;
+    char msg[HC_LOG_LINE_MAX];
+    hc_log_format_t format = log_format;
+    char ts[32];
+    line_t ln;
+    size_t msg_len;
+    va_list ap;
+    int n;
+
+    if (!hc_log_enabled(level)) {
+        return;
+    }
+    if ((unsigned)level >= sizeof(level_names) / sizeof(level_names[0])) {
+        level = HC_LOG_ERROR;
+    }
+    if (area == NULL) {
+        area = "-";
+    }
+
+    va_start(ap, fmt);
+    n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        snprintf(msg, sizeof(msg), "%s", "(unformattable log message)");
+        n = (int)strlen(msg);
+    }
+    msg_len = (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1;
+    /* Error texts from libraries (libpq, strerror-style) often end in a newline; the line
+     * already has one. */
+    while (msg_len > 0 && (msg[msg_len - 1] == '\n' || msg[msg_len - 1] == '\r')) {
+        msg_len--;
+    }
+
+    format_timestamp(ts, sizeof(ts));
+    ln.len = 0;
+    ln.full = false;
+    if (format == HC_LOG_JSON) {
+        put_str(&ln, "{\"ts\":\"");
+        put_str(&ln, ts);
+        put_str(&ln, "\",\"level\":\"");
+        put_str(&ln, level_names[level]);
+        put_str(&ln, "\",\"area\":\"");
+        put_escaped(&ln, area, strlen(area), HC_LOG_JSON);
+        put_str(&ln, "\",\"msg\":\"");
+        put_escaped(&ln, msg, msg_len, HC_LOG_JSON);
+    } else {
+        char head[64];
+
+        put_str(&ln, ts);
+        snprintf(head, sizeof(head), " %-5s [", level_labels[level]);
+        put_str(&ln, head);
+        put_escaped(&ln, area, strlen(area), HC_LOG_TEXT);
+        put_str(&ln, "] ");
+        put_escaped(&ln, msg, msg_len, HC_LOG_TEXT);
+    }
+    if ((size_t)n >= sizeof(msg)) {
+        ln.full = true; /* vsnprintf already cut the message */
+    }
+    if (ln.full) {
+        put_tail(&ln, "...");
+    }
+    put_tail(&ln, format == HC_LOG_JSON ? "\"}\n" : "\n");
+    write_all(log_fd, ln.buf, ln.len);
+    errno = saved_errno;
+}

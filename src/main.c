@@ -1,0 +1,59 @@
+/* hotcount: argv -> the command table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cmds.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command_t;
+
+static const command_t commands[] = {
+    {"demo", hc_cmd_demo, "everything in one process on an in-process Kafka and SQLite"},
+    {"stage1", hc_cmd_stage1, "run stage 1 (likes.raw -> likes.partials) until SIGINT/SIGTERM"},
+    {"stage2", hc_cmd_stage2, "run stage 2 (likes.partials -> store) until SIGINT/SIGTERM"},
+    {"run", hc_cmd_run, "run both stages in one process"},
+    {"produce", hc_cmd_produce, "load generator: Zipfian like events into likes.raw"},
+    {"init", hc_cmd_init, "create the topics and the store schema (safe to repeat)"},
+    {"get", hc_cmd_get, "print the count of each POST"},
+    {"top", hc_cmd_top, "print the N largest counts"},
+    {"verify", hc_cmd_verify, "recount likes.raw and compare every post with the store"},
+    {"mock-broker", hc_cmd_mock_broker, "a stand-alone in-process Kafka on localhost"},
+    {"config", hc_cmd_config, "print an example configuration file with every key"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: hotcount <command> [-c FILE] [-X key=value]... [options]\n\n"
+                 "hotcount pre-aggregates like events from Kafka in two stages and writes one\n"
+                 "combined delta per post per flush to SQLite, Redis or PostgreSQL, exactly "
+                 "once.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    }
+    fprintf(out, "\n`hotcount <command> --help` describes each command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return HC_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return HC_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            return commands[i].run(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "hotcount: unknown command \"%s\"\n\n", argv[1]);
+    usage(stderr);
+    return HC_EXIT_USAGE;
+}

@@ -1,0 +1,551 @@
+/* Stage 1: likes.raw -> per-post window sums -> one Kafka transaction per window.
+ *
+ * A window opens with the first message after the previous commit (no empty transactions) and
+ * closes after flush.ms, when the table is full, on revocation, or on shutdown. Closing it
+ * produces one partial per post, then sends the window's offsets to the transaction and commits.
+ * The dead-letter records are produced into the same transaction as their messages arrive, so a
+ * window's partials, its DLQ records and its offsets become visible together or not at all.
+ *
+ * Offsets are tracked here per partition from the messages actually processed, not with
+ * rd_kafka_position(): when the table fills, the message that did not fit is already returned
+ * by poll but must not be part of the committed window. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hotcount/event.h"
+#include "hotcount/kafka.h"
+#include "hotcount/log.h"
+#include "hotcount/partial.h"
+#include "hotcount/stage.h"
+#include "hotcount/table.h"
+
+#define NO_OFFSET (-1)
+/* Back-off between retries of a retriable transactional call. */
+#define TXN_RETRY_MS 200
+
+struct hc_stage1 {
+    const hc_config_t *cfg;
+    hc_metrics_t *metrics;
+    char name[160];        /* for log lines: "stage1/<instance>" */
+    rd_kafka_t *consumer;  /* owned */
+    rd_kafka_t *producer;  /* owned, transactional */
+    hc_table_t *tbl;       /* owned */
+    int64_t *next_offsets; /* owned: next offset per raw partition in this window, or NO_OFFSET */
+    int32_t next_offsets_cap;
+    atomic_int assigned;   /* partitions in our assignment; read by other threads */
+    int64_t unpublished;   /* messages polled but not yet added to metrics->events_consumed */
+    bool in_txn;
+    int64_t window_start_ms;
+    int64_t window_ok;
+    int64_t window_invalid;
+    int64_t window_by_reason[HC_EVENT_REASON_COUNT];
+    /* set by the rebalance callback, which cannot return an error to the loop */
+    hc_err_t cb_err;
+    char cb_errstr[512];
+};
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *partitions, void *opaque);
+
+hc_err_t hc_stage1_new(const hc_config_t *cfg, const char *instance_id, hc_metrics_t *metrics,
+                       hc_stage1_t **s1p, char *errstr, size_t errstr_size)
+{
+    *s1p = NULL;
+    if (!instance_id) {
+        instance_id = cfg->instance_id;
+    }
+    hc_stage1_t *s1 = calloc(1, sizeof(*s1));
+    if (!s1) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
+    }
+    s1->cfg = cfg;
+    s1->metrics = metrics;
+    snprintf(s1->name, sizeof(s1->name), "stage1/%s", instance_id);
+    s1->tbl = hc_table_new((size_t)cfg->max_keys);
+    if (!s1->tbl) {
+        hc_errstr_set(errstr, errstr_size, "out of memory for max.keys=%lld",
+                      (long long)cfg->max_keys);
+        goto fail;
+    }
+    char txn_id[300];
+    snprintf(txn_id, sizeof(txn_id), "%s-%s", cfg->group_stage1, instance_id);
+    hc_kafka_opts_t popts = {.transactional_id = txn_id};
+    s1->producer = hc_kafka_new(cfg, HC_KAFKA_ROLE_TXN_PRODUCER, &popts, errstr, errstr_size);
+    if (!s1->producer) {
+        goto fail;
+    }
+    hc_kafka_opts_t copts = {
+        .group_id = cfg->group_stage1, .rebalance_cb = rebalance_cb, .opaque = s1};
+    s1->consumer = hc_kafka_new(cfg, HC_KAFKA_ROLE_STAGE1_CONSUMER, &copts, errstr, errstr_size);
+    if (!s1->consumer) {
+        goto fail;
+    }
+    *s1p = s1;
+    return HC_OK;
+
+fail:
+    hc_stage1_destroy(s1);
+    return HC_ERR_INVALID;
+}
+
+int hc_stage1_assigned(const hc_stage1_t *s1)
+{
+    return atomic_load(&s1->assigned);
+}
+
+void hc_stage1_destroy(hc_stage1_t *s1)
+{
+    if (!s1) {
+        return;
+    }
+    if (s1->consumer) {
+        rd_kafka_destroy(s1->consumer);
+    }
+    if (s1->producer) {
+        rd_kafka_destroy(s1->producer);
+    }
+    hc_table_destroy(s1->tbl);
+    free(s1->next_offsets);
+    free(s1);
+}
+
+static void window_reset(hc_stage1_t *s1)
+{
+    hc_table_clear(s1->tbl);
+    for (int32_t p = 0; p < s1->next_offsets_cap; p++) {
+        s1->next_offsets[p] = NO_OFFSET;
+    }
+    s1->window_ok = 0;
+    s1->window_invalid = 0;
+    memset(s1->window_by_reason, 0, sizeof(s1->window_by_reason));
+    s1->in_txn = false;
+}
+
+static hc_err_t record_offset(hc_stage1_t *s1, int32_t partition, int64_t next)
+{
+    if (partition >= s1->next_offsets_cap) {
+        int32_t cap = s1->next_offsets_cap ? s1->next_offsets_cap : 16;
+        while (cap <= partition) {
+            cap *= 2;
+        }
+        int64_t *grown = realloc(s1->next_offsets, (size_t)cap * sizeof(*grown));
+        if (!grown) {
+            return HC_ERR_FATAL;
+        }
+        for (int32_t p = s1->next_offsets_cap; p < cap; p++) {
+            grown[p] = NO_OFFSET;
+        }
+        s1->next_offsets = grown;
+        s1->next_offsets_cap = cap;
+    }
+    s1->next_offsets[partition] = next;
+    return HC_OK;
+}
+
+/* Produces into the open transaction, waiting while the local queue is full. */
+static hc_err_t produce(hc_stage1_t *s1, const char *topic, const void *key, size_t key_len,
+                        const void *value, size_t value_len, rd_kafka_headers_t *hdrs,
+                        char *errstr, size_t errstr_size)
+{
+    for (;;) {
+        rd_kafka_resp_err_t err;
+        if (hdrs) {
+            err = rd_kafka_producev(s1->producer, RD_KAFKA_V_TOPIC(topic),
+                                    RD_KAFKA_V_KEY(key, key_len),
+                                    RD_KAFKA_V_VALUE((void *)value, value_len),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                    RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        } else {
+            err = rd_kafka_producev(s1->producer, RD_KAFKA_V_TOPIC(topic),
+                                    RD_KAFKA_V_KEY(key, key_len),
+                                    RD_KAFKA_V_VALUE((void *)value, value_len),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        }
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            return HC_OK; /* the headers now belong to the message */
+        }
+        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            rd_kafka_poll(s1->producer, 50);
+            continue;
+        }
+        if (hdrs) {
+            rd_kafka_headers_destroy(hdrs);
+        }
+        if (err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) {
+            hc_errstr_set(errstr, errstr_size, "%s", rd_kafka_err2str(err));
+            return HC_ERR_INVALID;
+        }
+        if (hc_kafka_fatal_check(s1->producer, errstr, errstr_size) != HC_OK) {
+            return HC_ERR_FATAL;
+        }
+        /* e.g. __STATE: the transaction already failed; the window must be aborted */
+        hc_errstr_set(errstr, errstr_size, "produce to %s: %s", topic, rd_kafka_err2str(err));
+        return HC_ERR_ABORT;
+    }
+}
+
+static hc_err_t produce_dlq(hc_stage1_t *s1, const rd_kafka_message_t *rkm,
+                            hc_event_reason_t reason, char *errstr, size_t errstr_size)
+{
+    char source[400];
+    snprintf(source, sizeof(source), "%s/%" PRId32 "/%" PRId64, rd_kafka_topic_name(rkm->rkt),
+             rkm->partition, rkm->offset);
+    size_t len = rkm->payload ? rkm->len : 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(3);
+        rd_kafka_header_add(hdrs, "hotcount-error", -1, hc_event_reason_str(reason), -1);
+        rd_kafka_header_add(hdrs, "hotcount-source", -1, source, -1);
+        if (len < (rkm->payload ? rkm->len : 0)) {
+            char orig[32];
+            snprintf(orig, sizeof(orig), "%zu", rkm->len);
+            rd_kafka_header_add(hdrs, "hotcount-truncated-from", -1, orig, -1);
+        }
+        hc_err_t err = produce(s1, s1->cfg->topic_dlq, rkm->key, rkm->key_len, rkm->payload, len,
+                               hdrs, errstr, errstr_size);
+        if (err != HC_ERR_INVALID) {
+            return err;
+        }
+        /* The original is over the producer's size limit: keep its first event.max.bytes, the
+         * source header still points at the whole message in likes.raw. */
+        len = (size_t)s1->cfg->event_max_bytes;
+    }
+    return HC_ERR_FATAL;
+}
+
+static hc_err_t begin_window(hc_stage1_t *s1, char *errstr, size_t errstr_size)
+{
+    hc_err_t err = hc_kafka_error_take(rd_kafka_begin_transaction(s1->producer), errstr,
+                                       errstr_size);
+    if (err != HC_OK) {
+        /* begin fails only on programming or fatal errors */
+        return HC_ERR_FATAL;
+    }
+    s1->in_txn = true;
+    s1->window_start_ms = hc_now_ms();
+    return HC_OK;
+}
+
+/* Rewinds every assigned partition to its committed offset by re-assigning: re-assigning
+ * resets the fetch positions without seek, whose timeout is broken in librdkafka 2.0.2. */
+static hc_err_t rewind_to_committed(hc_stage1_t *s1, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_assignment(s1->consumer, &assigned);
+    if (err) {
+        hc_errstr_set(errstr, errstr_size, "assignment: %s", rd_kafka_err2str(err));
+        return HC_ERR_FATAL;
+    }
+    hc_err_t ret = HC_OK;
+    if (assigned->cnt > 0) {
+        for (int attempt = 0;; attempt++) {
+            err = rd_kafka_committed(s1->consumer, assigned, 10000);
+            if (!err) {
+                break;
+            }
+            if (attempt == 5) {
+                hc_errstr_set(errstr, errstr_size, "reading committed offsets: %s",
+                              rd_kafka_err2str(err));
+                ret = HC_ERR_FATAL;
+                goto done;
+            }
+        }
+        err = rd_kafka_assign(s1->consumer, assigned);
+        if (err) {
+            hc_errstr_set(errstr, errstr_size, "re-assign: %s", rd_kafka_err2str(err));
+            ret = HC_ERR_FATAL;
+        }
+    }
+done:
+    rd_kafka_topic_partition_list_destroy(assigned);
+    return ret;
+}
+
+/* Aborts the open transaction and drops the window; rewinds unless the partitions are going
+ * away anyway. Returns HC_ERR_ABORT (the window is gone) or HC_ERR_FATAL. */
+static hc_err_t abort_window(hc_stage1_t *s1, bool rewind, const char *why, char *errstr,
+                             size_t errstr_size)
+{
+    hc_log(HC_LOG_WARN, s1->name, "aborting window (%" PRId64 " events): %s",
+           s1->window_ok + s1->window_invalid, why);
+    for (;;) {
+        hc_err_t err = hc_kafka_error_take(rd_kafka_abort_transaction(s1->producer, -1), errstr,
+                                           errstr_size);
+        if (err == HC_OK) {
+            break;
+        }
+        if (err != HC_ERR_TRANSIENT) {
+            return HC_ERR_FATAL;
+        }
+        rd_kafka_poll(s1->producer, TXN_RETRY_MS);
+    }
+    hc_metric_add(s1->metrics->txn_abort, 1);
+    window_reset(s1);
+    if (rewind) {
+        hc_err_t err = rewind_to_committed(s1, errstr, errstr_size);
+        if (err != HC_OK) {
+            return err;
+        }
+    }
+    return HC_ERR_ABORT;
+}
+
+/* Calls a transactional step until it is not retriable. */
+#define TXN_RETRY(s1, call, err, errstr, errstr_size)                                              \
+    for (;;) {                                                                                     \
+        (err) = hc_kafka_error_take((call), (errstr), (errstr_size));                              \
+        if ((err) != HC_ERR_TRANSIENT) {                                                           \
+            break;                                                                                 \
+        }                                                                                          \
+        hc_log(HC_LOG_WARN, (s1)->name, "retrying: %s", (errstr));                                 \
+        rd_kafka_poll((s1)->producer, TXN_RETRY_MS);                                               \
+    }
+
+/* Produces the partials, sends the offsets and commits. Returns HC_OK (committed), HC_ERR_ABORT
+ * (aborted and, if rewind, rewound: the window is gone) or HC_ERR_FATAL. */
+static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t errstr_size)
+{
+    const hc_config_t *cfg = s1->cfg;
+    int64_t t0 = hc_now_ms();
+    size_t n = hc_table_count(s1->tbl);
+    hc_err_t err = HC_OK;
+    for (size_t i = 0; i < n; i++) {
+        const hc_table_entry_t *ent = hc_table_entry(s1->tbl, i);
+        char buf[HC_PARTIAL_MAX_BYTES];
+        size_t len = hc_partial_encode(ent, buf, sizeof(buf));
+        if (len == 0) {
+            hc_errstr_set(errstr, errstr_size, "partial too large for post of %u bytes",
+                          ent->post_id_len);
+            return HC_ERR_FATAL;
+        }
+        err = produce(s1, cfg->topic_partials, ent->post_id, ent->post_id_len, buf, len, NULL,
+                      errstr, errstr_size);
+        if (err == HC_ERR_ABORT) {
+            return abort_window(s1, rewind, errstr, errstr, errstr_size);
+        }
+        if (err != HC_OK) {
+            return HC_ERR_FATAL;
+        }
+    }
+
+    rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(16);
+    for (int32_t p = 0; p < s1->next_offsets_cap; p++) {
+        if (s1->next_offsets[p] != NO_OFFSET) {
+            rd_kafka_topic_partition_list_add(offsets, cfg->topic_raw, p)->offset =
+                s1->next_offsets[p];
+        }
+    }
+    rd_kafka_consumer_group_metadata_t *cgmd = rd_kafka_consumer_group_metadata(s1->consumer);
+    TXN_RETRY(s1, rd_kafka_send_offsets_to_transaction(s1->producer, offsets, cgmd, -1), err,
+              errstr, errstr_size);
+    rd_kafka_consumer_group_metadata_destroy(cgmd);
+    rd_kafka_topic_partition_list_destroy(offsets);
+    if (err == HC_ERR_ABORT) {
+        return abort_window(s1, rewind, errstr, errstr, errstr_size);
+    }
+    if (err != HC_OK) {
+        return HC_ERR_FATAL;
+    }
+
+    TXN_RETRY(s1, rd_kafka_commit_transaction(s1->producer, -1), err, errstr, errstr_size);
+    if (err == HC_ERR_ABORT) {
+        return abort_window(s1, rewind, errstr, errstr, errstr_size);
+    }
+    if (err != HC_OK) {
+        return HC_ERR_FATAL;
+    }
+
+    hc_metrics_t *m = s1->metrics;
+    hc_metric_add(m->events_ok, s1->window_ok);
+    hc_metric_add(m->events_invalid, s1->window_invalid);
+    for (int r = 0; r < HC_EVENT_REASON_COUNT; r++) {
+        if (s1->window_by_reason[r]) {
+            hc_metric_add(m->invalid_by_reason[r], s1->window_by_reason[r]);
+        }
+    }
+    hc_metric_add(m->partials, (int64_t)n);
+    hc_metric_add(m->txn_commit, 1);
+    hc_log(HC_LOG_DEBUG, s1->name,
+           "committed window: %" PRId64 " events, %" PRId64 " invalid, %zu partials, %" PRId64
+           " ms",
+           s1->window_ok, s1->window_invalid, n, hc_now_ms() - t0);
+    window_reset(s1);
+    return HC_OK;
+}
+
+/* Commits the open window before partitions go; aborts it if they were lost (another consumer
+ * may already own them, so our offsets must not be committed). */
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *partitions, void *opaque)
+{
+    hc_stage1_t *s1 = opaque;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        hc_log(HC_LOG_INFO, s1->name, "assigned %d partitions", partitions->cnt);
+        rd_kafka_assign(rk, partitions);
+        atomic_store(&s1->assigned, partitions->cnt);
+        hc_metric_add(s1->metrics->stage1_assigned, partitions->cnt);
+        return;
+    }
+    if (s1->in_txn && s1->cb_err == HC_OK) {
+        hc_err_t ret;
+        if (rd_kafka_assignment_lost(rk)) {
+            ret = abort_window(s1, false, "assignment lost", s1->cb_errstr,
+                               sizeof(s1->cb_errstr));
+        } else {
+            ret = commit_window(s1, false, s1->cb_errstr, sizeof(s1->cb_errstr));
+        }
+        if (ret == HC_ERR_FATAL) {
+            s1->cb_err = HC_ERR_FATAL;
+        }
+    }
+    hc_log(HC_LOG_INFO, s1->name, "revoked %d partitions", partitions->cnt);
+    rd_kafka_assign(rk, NULL);
+    hc_metric_add(s1->metrics->stage1_assigned, -atomic_exchange(&s1->assigned, 0));
+}
+
+static hc_err_t handle_message(hc_stage1_t *s1, const rd_kafka_message_t *rkm, char *errstr,
+                               size_t errstr_size)
+{
+    hc_err_t err;
+    if (!s1->in_txn && (err = begin_window(s1, errstr, errstr_size)) != HC_OK) {
+        return err;
+    }
+    hc_event_t ev;
+    const char *payload = rkm->payload;
+    hc_event_reason_t reason = hc_event_parse(payload ? payload : "", payload ? rkm->len : 0,
+                                              (size_t)s1->cfg->event_max_bytes, &ev);
+    if (reason == HC_EVENT_OK) {
+        int64_t ts = ev.has_ts ? ev.ts : HC_TS_NONE;
+        err = hc_table_add(s1->tbl, ev.post_id, ev.post_id_len, ev.delta, 1, ts, ts);
+        if (err == HC_ERR_FULL) {
+            /* Close the window without this message (its offset is not recorded yet). */
+            err = commit_window(s1, true, errstr, errstr_size);
+            if (err != HC_OK) {
+                return err; /* aborted: the message is fetched again after the rewind */
+            }
+            if ((err = begin_window(s1, errstr, errstr_size)) != HC_OK) {
+                return err;
+            }
+            err = hc_table_add(s1->tbl, ev.post_id, ev.post_id_len, ev.delta, 1, ts, ts);
+        }
+        if (err != HC_OK) {
+            hc_errstr_set(errstr, errstr_size, "aggregation table: %s", hc_err_name(err));
+            return HC_ERR_FATAL;
+        }
+        s1->window_ok++;
+    } else {
+        err = produce_dlq(s1, rkm, reason, errstr, errstr_size);
+        if (err == HC_ERR_ABORT) {
+            return abort_window(s1, true, errstr, errstr, errstr_size);
+        }
+        if (err != HC_OK) {
+            return err;
+        }
+        s1->window_invalid++;
+        s1->window_by_reason[reason]++;
+    }
+    return record_offset(s1, rkm->partition, rkm->offset + 1);
+}
+
+hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, size_t errstr_size)
+{
+    const hc_config_t *cfg = s1->cfg;
+    hc_err_t err = hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, 60000), errstr,
+                                       errstr_size);
+    for (int attempt = 0; err == HC_ERR_TRANSIENT && attempt < 10 && !atomic_load(stop);
+         attempt++) {
+        hc_log(HC_LOG_WARN, s1->name, "init_transactions: %s; retrying", errstr);
+        err = hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, 60000), errstr,
+                                  errstr_size);
+    }
+    if (err != HC_OK) {
+        return HC_ERR_FATAL;
+    }
+    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, cfg->topic_raw, RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t rerr = rd_kafka_subscribe(s1->consumer, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (rerr) {
+        hc_errstr_set(errstr, errstr_size, "subscribe %s: %s", cfg->topic_raw,
+                      rd_kafka_err2str(rerr));
+        return HC_ERR_FATAL;
+    }
+    hc_log(HC_LOG_INFO, s1->name, "consuming %s, flush.ms=%lld, max.keys=%lld", cfg->topic_raw,
+           (long long)cfg->flush_ms, (long long)cfg->max_keys);
+
+    err = HC_OK;
+    while (!atomic_load_explicit(stop, memory_order_relaxed)) {
+        int timeout = 100;
+        if (s1->in_txn) {
+            int64_t left = s1->window_start_ms + cfg->flush_ms - hc_now_ms();
+            timeout = left <= 0 ? 0 : left < timeout ? (int)left : timeout;
+        }
+        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(s1->consumer, timeout);
+        if (s1->cb_err != HC_OK) {
+            hc_errstr_set(errstr, errstr_size, "%s", s1->cb_errstr);
+            err = s1->cb_err;
+            if (rkm) {
+                rd_kafka_message_destroy(rkm);
+            }
+            break;
+        }
+        if (rkm) {
+            if (rkm->err) {
+                hc_log(HC_LOG_WARN, s1->name, "consumer: %s", rd_kafka_message_errstr(rkm));
+            } else {
+                err = handle_message(s1, rkm, errstr, errstr_size);
+            }
+            rd_kafka_message_destroy(rkm);
+            if (++s1->unpublished == 1024) {
+                hc_metric_add(s1->metrics->events_consumed, s1->unpublished);
+                s1->unpublished = 0;
+            }
+            if (err == HC_ERR_ABORT) {
+                err = HC_OK;
+            } else if (err != HC_OK) {
+                break;
+            }
+        }
+        if (!rkm && s1->unpublished) {
+            hc_metric_add(s1->metrics->events_consumed, s1->unpublished);
+            s1->unpublished = 0;
+        }
+        if (s1->in_txn && hc_now_ms() - s1->window_start_ms >= cfg->flush_ms) {
+            err = commit_window(s1, true, errstr, errstr_size);
+            if (err == HC_ERR_ABORT) {
+                err = HC_OK;
+            } else if (err != HC_OK) {
+                break;
+            }
+        }
+        if ((err = hc_kafka_fatal_check(s1->consumer, errstr, errstr_size)) != HC_OK ||
+            (err = hc_kafka_fatal_check(s1->producer, errstr, errstr_size)) != HC_OK) {
+            break;
+        }
+    }
+
+    if (err == HC_OK && s1->in_txn) {
+        err = commit_window(s1, false, errstr, errstr_size);
+        if (err == HC_ERR_ABORT) {
+            err = HC_OK; /* nothing committed: the next owner starts from the committed offsets */
+        }
+    }
+    if (err != HC_OK && s1->cb_err == HC_OK) {
+        s1->cb_err = err; /* a failed stage must not commit from the revoke callback */
+        snprintf(s1->cb_errstr, sizeof(s1->cb_errstr), "%s", errstr);
+    }
+    /* Leaves the group; the revoke callback finds no open window. */
+    rd_kafka_consumer_close(s1->consumer);
+    if (err == HC_OK && s1->cb_err != HC_OK) {
+        hc_errstr_set(errstr, errstr_size, "%s", s1->cb_errstr);
+        err = s1->cb_err;
+    }
+    if (err != HC_OK) {
+        hc_log(HC_LOG_ERROR, s1->name, "stopping: %s", errstr);
+    } else {
+        hc_log(HC_LOG_INFO, s1->name, "stopped cleanly");
+    }
+    return err;
+}

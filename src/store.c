@@ -1,0 +1,219 @@
+/* The store dispatcher: the only door to the backends.
+ *
+ * It picks a backend from the scheme of cfg->store, checks the arguments every backend would
+ * otherwise check alike (so a batch the SQLite store refuses is refused by Redis and PostgreSQL
+ * too), and forwards each call to st->ops. Backends trust what reaches them. */
+#include "store_impl.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* One row per URI scheme. A backend that is not built yet has ops == NULL: adding one is adding
+ * its ops table here, nothing else. */
+static const struct store_backend {
+    const char *prefix;
+    const char *kind;
+    const hc_store_ops_t *ops;
+} store_backends[] = {
+    {"sqlite:", "sqlite", &hc_store_sqlite_ops},
+    {"redis://", "redis", NULL},
+    {"postgresql://", "postgresql", NULL},
+    {"postgres://", "postgresql", NULL},
+};
+
+static const struct store_backend *backend_for(const char *uri)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(store_backends) / sizeof(store_backends[0]); i++) {
+        if (strncmp(uri, store_backends[i].prefix, strlen(store_backends[i].prefix)) == 0) {
+            return &store_backends[i];
+        }
+    }
+    return NULL;
+}
+
+hc_err_t hc_store_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr, size_t errstr_size)
+{
+    const struct store_backend *be;
+    hc_err_t err;
+    size_t scheme_len;
+
+    assert(stp != NULL);
+    *stp = NULL;
+    if (cfg == NULL || cfg->store == NULL || cfg->store[0] == '\0') {
+        hc_errstr_set(errstr, errstr_size,
+                      "store: empty store URI (expected sqlite:PATH, redis://... or "
+                      "postgresql://...)");
+        return HC_ERR_INVALID;
+    }
+    be = backend_for(cfg->store);
+    if (be == NULL) {
+        /* Echo only the scheme: the rest of a URI may carry a password, and this message ends
+         * up in logs. */
+        scheme_len = strcspn(cfg->store, ":");
+        hc_errstr_set(errstr, errstr_size,
+                      "store: unsupported store URI scheme \"%.*s\" (expected sqlite:PATH, "
+                      "redis://... or postgresql://...)",
+                      scheme_len > 32 ? 32 : (int)scheme_len, cfg->store);
+        return HC_ERR_INVALID;
+    }
+    if (be->ops == NULL) {
+        hc_errstr_set(errstr, errstr_size, "store backend %s is not built yet", be->kind);
+        return HC_ERR_INVALID;
+    }
+    err = be->ops->open(cfg, stp, errstr, errstr_size);
+    if (err != HC_OK) {
+        *stp = NULL;
+        return err;
+    }
+    assert(*stp != NULL && (*stp)->ops == be->ops);
+    return HC_OK;
+}
+
+void hc_store_close(hc_store_t *st)
+{
+    if (st == NULL) {
+        return;
+    }
+    st->ops->close(st);
+}
+
+const char *hc_store_kind(const hc_store_t *st)
+{
+    assert(st != NULL);
+    return st->ops->kind;
+}
+
+hc_err_t hc_store_init_schema(hc_store_t *st, char *errstr, size_t errstr_size)
+{
+    assert(st != NULL);
+    return st->ops->init_schema(st, errstr, errstr_size);
+}
+
+hc_err_t hc_store_read_offsets(hc_store_t *st, const char *group, const char *topic,
+                               const int32_t *partitions, size_t count, int64_t *offsets_out,
+                               char *errstr, size_t errstr_size)
+{
+    assert(st != NULL);
+    if (count == 0) {
+        return HC_OK;
+    }
+    if (group == NULL || topic == NULL || partitions == NULL || offsets_out == NULL) {
+        hc_errstr_set(errstr, errstr_size, "store: read_offsets needs group, topic and arrays");
+        return HC_ERR_INVALID;
+    }
+    return st->ops->read_offsets(st, group, topic, partitions, count, offsets_out, errstr,
+                                 errstr_size);
+}
+
+/* Refuses, before the backend sees it, any batch that could break exactly-once or the row
+ * layout: a post id the store could not hand back in an hc_store_row_t, a partition listed
+ * twice (its compare-and-set would be checked once but written twice), or an offset moving
+ * backwards (that would make stage 2 count the same partials again). */
+static hc_err_t check_batch(const hc_store_batch_t *batch, char *errstr, size_t errstr_size)
+{
+    size_t i;
+    size_t j;
+    const hc_store_offset_t *off;
+    const hc_store_delta_t *d;
+
+    if (batch == NULL || (batch->offset_count > 0 && batch->offsets == NULL) ||
+        (batch->delta_count > 0 && batch->deltas == NULL)) {
+        hc_errstr_set(errstr, errstr_size, "store: batch arrays missing");
+        return HC_ERR_INVALID;
+    }
+    if (batch->offset_count > 0 && (batch->group == NULL || batch->topic == NULL)) {
+        hc_errstr_set(errstr, errstr_size, "store: batch with offsets needs group and topic");
+        return HC_ERR_INVALID;
+    }
+    for (i = 0; i < batch->offset_count; i++) {
+        off = &batch->offsets[i];
+        if (off->partition < 0 || off->next < 0 ||
+            (off->expected != HC_OFFSET_NONE && (off->expected < 0 || off->next < off->expected))) {
+            hc_errstr_set(errstr, errstr_size,
+                          "store: bad offsets for partition %d: expected %lld, next %lld",
+                          (int)off->partition, (long long)off->expected, (long long)off->next);
+            return HC_ERR_INVALID;
+        }
+        /* Quadratic, but a batch holds one entry per assigned partition: tens, not thousands. */
+        for (j = 0; j < i; j++) {
+            if (batch->offsets[j].partition == off->partition) {
+                hc_errstr_set(errstr, errstr_size, "store: partition %d listed twice in a batch",
+                              (int)off->partition);
+                return HC_ERR_INVALID;
+            }
+        }
+    }
+    for (i = 0; i < batch->delta_count; i++) {
+        d = &batch->deltas[i];
+        if (d->post_id == NULL || d->post_id_len == 0 || d->post_id_len > HC_POST_ID_MAX) {
+            hc_errstr_set(errstr, errstr_size,
+                          "store: delta %zu: post_id must be 1..%d bytes (got %zu)", i,
+                          HC_POST_ID_MAX, d->post_id == NULL ? (size_t)0 : d->post_id_len);
+            return HC_ERR_INVALID;
+        }
+    }
+    return HC_OK;
+}
+
+hc_err_t hc_store_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
+                        size_t errstr_size)
+{
+    hc_err_t err;
+
+    assert(st != NULL);
+    err = check_batch(batch, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    return st->ops->apply(st, batch, errstr, errstr_size);
+}
+
+hc_err_t hc_store_get(hc_store_t *st, const char *const *post_ids, const size_t *post_id_lens,
+                      size_t count, int64_t *likes_out, char *errstr, size_t errstr_size)
+{
+    size_t i;
+
+    assert(st != NULL);
+    if (count == 0) {
+        return HC_OK;
+    }
+    if (post_ids == NULL || post_id_lens == NULL || likes_out == NULL) {
+        hc_errstr_set(errstr, errstr_size, "store: get needs post ids, lengths and output");
+        return HC_ERR_INVALID;
+    }
+    for (i = 0; i < count; i++) {
+        if (post_ids[i] == NULL) {
+            hc_errstr_set(errstr, errstr_size, "store: get: post id %zu is NULL", i);
+            return HC_ERR_INVALID;
+        }
+    }
+    return st->ops->get(st, post_ids, post_id_lens, count, likes_out, errstr, errstr_size);
+}
+
+hc_err_t hc_store_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t *count_out,
+                      char *errstr, size_t errstr_size)
+{
+    assert(st != NULL);
+    if (count_out == NULL || (n > 0 && rows_out == NULL)) {
+        hc_errstr_set(errstr, errstr_size, "store: top needs rows and a count output");
+        return HC_ERR_INVALID;
+    }
+    *count_out = 0;
+    if (n == 0) {
+        return HC_OK;
+    }
+    return st->ops->top(st, n, rows_out, count_out, errstr, errstr_size);
+}
+
+hc_err_t hc_store_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, char *errstr,
+                          size_t errstr_size)
+{
+    assert(st != NULL);
+    if (fn == NULL) {
+        hc_errstr_set(errstr, errstr_size, "store: foreach needs a callback");
+        return HC_ERR_INVALID;
+    }
+    return st->ops->foreach (st, fn, opaque, errstr, errstr_size);
+}

@@ -1,0 +1,699 @@
+/* The SQLite store: "sqlite:PATH" (PATH may be ":memory:", handy for tests and the demo).
+ *
+ * Layout (CONTRACT.md, "Store layout"):
+ *
+ *   hotcount_counts  (post_id TEXT PRIMARY KEY, likes BIGINT NOT NULL, updated_at INTEGER)
+ *   hotcount_offsets (consumer_group TEXT, topic TEXT, partition INT, next_offset BIGINT NOT NULL,
+ *                     PRIMARY KEY (consumer_group, topic, partition))
+ *
+ * updated_at is INTEGER milliseconds since the Unix epoch (the batch's now_ms), not ISO text:
+ * the pipeline already has ms timestamps, integers cost nothing to format on the hot path, and
+ * `SELECT datetime(updated_at / 1000, 'unixepoch')` reads them. post_id holds the id's bytes as
+ * TEXT with an explicit length, compared byte by byte (BINARY collation), so ties in `top` are
+ * broken in byte order. Both tables are WITHOUT ROWID: every lookup is by primary key, so the key
+ * lives in the row itself, with no second b-tree to maintain.
+ *
+ * Durability: journal_mode=WAL with synchronous=NORMAL. In WAL mode NORMAL syncs at checkpoints,
+ * not at every commit, so a power loss may drop the last commits; but a commit carries the deltas
+ * and the offsets together, so they roll back together, stage 2 re-reads the older offsets and
+ * re-applies the same partials: exactly-once holds. A process crash loses nothing.
+ *
+ * Concurrency: any number of handles (threads or processes) on one file. hc_store_apply takes
+ * the write lock up front (BEGIN IMMEDIATE) before it reads the stored offsets, so its
+ * compare-and-set sees the latest commit and no other writer can slip in between the check and
+ * the write: a stale stage-2 instance's batch loses with HC_ERR_CONFLICT. Waiting for the lock is
+ * bounded by busy_timeout; past it the call returns HC_ERR_TRANSIENT. Reads run in WAL snapshots
+ * and never block the writer.
+ *
+ * Error classes: SQLITE_BUSY/LOCKED/PROTOCOL (lock contention) and SQLITE_IOERR/FULL (disk
+ * trouble that may pass) are HC_ERR_TRANSIENT; every failed apply is rolled back, so the retry
+ * starts from the same state. Even a COMMIT that fails ambiguously is safe to retry: if it did
+ * land, the retry's compare-and-set fails with HC_ERR_CONFLICT and nothing is counted twice.
+ * Anything else (corrupt file, wrong schema, out of memory) is HC_ERR_FATAL. */
+#include "store_impl.h"
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SQLITE_URI_PREFIX "sqlite:"
+
+/* How long a call waits for another handle's write lock before it reports HC_ERR_TRANSIENT.
+ * Batches commit in milliseconds; 5 s only runs out when another process hangs on to the lock. */
+#define SQLITE_BUSY_TIMEOUT_MS 5000
+
+enum stmt_id {
+    STMT_BEGIN_READ,
+    STMT_BEGIN_WRITE,
+    STMT_COMMIT,
+    STMT_ROLLBACK,
+    STMT_OFFSET_GET,
+    STMT_OFFSET_PUT,
+    STMT_COUNT_ADD,
+    STMT_COUNT_GET,
+    STMT_COUNT_TOP,
+    STMT_COUNT_ALL,
+    STMT_COUNT_, /* number of statements */
+};
+
+/* The statements that need no tables come first: open prepares them unconditionally. */
+#define STMT_FIRST_SCHEMA STMT_OFFSET_GET
+
+static const char *const stmt_sql[STMT_COUNT_] = {
+    [STMT_BEGIN_READ] = "BEGIN DEFERRED",
+    [STMT_BEGIN_WRITE] = "BEGIN IMMEDIATE",
+    [STMT_COMMIT] = "COMMIT",
+    [STMT_ROLLBACK] = "ROLLBACK",
+    [STMT_OFFSET_GET] = "SELECT next_offset FROM hotcount_offsets"
+                        " WHERE consumer_group = ?1 AND topic = ?2 AND partition = ?3",
+    [STMT_OFFSET_PUT] =
+        "INSERT INTO hotcount_offsets (consumer_group, topic, partition, next_offset)"
+        " VALUES (?1, ?2, ?3, ?4)"
+        " ON CONFLICT (consumer_group, topic, partition)"
+        " DO UPDATE SET next_offset = excluded.next_offset",
+    [STMT_COUNT_ADD] =
+        "INSERT INTO hotcount_counts (post_id, likes, updated_at) VALUES (?1, ?2, ?3)"
+        " ON CONFLICT (post_id) DO UPDATE SET likes = likes + excluded.likes,"
+        " updated_at = excluded.updated_at",
+    [STMT_COUNT_GET] = "SELECT likes FROM hotcount_counts WHERE post_id = ?1",
+    /* No index on likes: it would cost a second b-tree update on every delta of every batch,
+     * while top is an operator's query; a bounded sort over one scan serves it. */
+    [STMT_COUNT_TOP] = "SELECT post_id, likes FROM hotcount_counts"
+                       " ORDER BY likes DESC, post_id ASC LIMIT ?1",
+    [STMT_COUNT_ALL] = "SELECT post_id, likes FROM hotcount_counts",
+};
+
+/* Created in one transaction so that a concurrent `init` never sees half a schema. */
+static const char schema_sql[] = "BEGIN IMMEDIATE;"
+                                 "CREATE TABLE IF NOT EXISTS hotcount_counts ("
+                                 " post_id TEXT PRIMARY KEY,"
+                                 " likes BIGINT NOT NULL,"
+                                 " updated_at INTEGER" /* ms since the Unix epoch */
+                                 ") WITHOUT ROWID;"
+                                 "CREATE TABLE IF NOT EXISTS hotcount_offsets ("
+                                 " consumer_group TEXT,"
+                                 " topic TEXT,"
+                                 " partition INT,"
+                                 " next_offset BIGINT NOT NULL,"
+                                 " PRIMARY KEY (consumer_group, topic, partition)"
+                                 ") WITHOUT ROWID;"
+                                 "COMMIT;";
+
+typedef struct sqlite_store {
+    hc_store_t base; /* first: store.c only sees this */
+    sqlite3 *db;     /* owned */
+    /* owned; the schema statements stay NULL until the tables exist (see ensure_prepared) */
+    sqlite3_stmt *stmt[STMT_COUNT_];
+    bool prepared; /* every statement is ready */
+} sqlite_store_t;
+
+static sqlite_store_t *sqlite_store(hc_store_t *st)
+{
+    return (sqlite_store_t *)st;
+}
+
+static hc_err_t err_class(int rc)
+{
+    switch (rc & 0xff) { /* the primary code, whatever the extended one */
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_PROTOCOL:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+        return HC_ERR_TRANSIENT;
+    default:
+        return HC_ERR_FATAL;
+    }
+}
+
+/* Reports a failed SQLite call. Call it before anything else touches the connection: the next
+ * call (a ROLLBACK included) replaces sqlite3_errmsg. */
+static hc_err_t sql_fail(sqlite_store_t *sst, int rc, const char *what, char *errstr,
+                         size_t errstr_size)
+{
+    hc_errstr_set(errstr, errstr_size, "sqlite store: %s: %s (%s)", what,
+                  sst->db != NULL ? sqlite3_errmsg(sst->db) : "no connection", sqlite3_errstr(rc));
+    return err_class(rc);
+}
+
+/* Reset and unbind at once: bindings are SQLITE_STATIC pointers into the caller's memory, which
+ * must not outlive the call that lent them. */
+static void stmt_done(sqlite3_stmt *stmt)
+{
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+}
+
+/* Runs a statement that returns no rows (BEGIN, COMMIT, an upsert). */
+static hc_err_t stmt_exec(sqlite_store_t *sst, enum stmt_id id, const char *what, char *errstr,
+                          size_t errstr_size)
+{
+    sqlite3_stmt *stmt = sst->stmt[id];
+    hc_err_t err = HC_OK;
+    int rc;
+
+    rc = sqlite3_step(stmt);
+    if (rc != SQLITE_DONE) {
+        err = sql_fail(sst, rc, what, errstr, errstr_size);
+    }
+    stmt_done(stmt);
+    return err;
+}
+
+/* Ends a transaction that failed. Keeps the caller's error unless the rollback fails too and
+ * leaves the transaction open: then the handle is unusable and the caller must know. */
+static hc_err_t rollback(sqlite_store_t *sst, hc_err_t err, char *errstr, size_t errstr_size)
+{
+    int rc;
+
+    /* SQLite rolls some failures back by itself (e.g. SQLITE_FULL); ROLLBACK would then fail. */
+    if (sqlite3_get_autocommit(sst->db)) {
+        return err;
+    }
+    rc = sqlite3_step(sst->stmt[STMT_ROLLBACK]);
+    sqlite3_reset(sst->stmt[STMT_ROLLBACK]);
+    if (rc != SQLITE_DONE && !sqlite3_get_autocommit(sst->db)) {
+        hc_errstr_set(errstr, errstr_size, "sqlite store: rollback failed: %s",
+                      sqlite3_errmsg(sst->db));
+        return HC_ERR_FATAL;
+    }
+    return err;
+}
+
+static hc_err_t prepare_range(sqlite_store_t *sst, enum stmt_id first, enum stmt_id end,
+                              char *errstr, size_t errstr_size)
+{
+    int id;
+    int rc;
+
+    for (id = first; id < (int)end; id++) {
+        if (sst->stmt[id] != NULL) {
+            continue;
+        }
+        /* PERSISTENT: these live as long as the handle, so SQLite keeps them out of its
+         * lookaside pool of short-lived allocations. */
+        rc = sqlite3_prepare_v3(sst->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT,
+                                &sst->stmt[id], NULL);
+        if (rc == SQLITE_ERROR) {
+            /* "no such table/column": the schema is missing or someone else's. */
+            hc_errstr_set(errstr, errstr_size,
+                          "sqlite store: %s (is hotcount's schema there? run `hotcount init`)",
+                          sqlite3_errmsg(sst->db));
+            sst->stmt[id] = NULL;
+            return HC_ERR_FATAL;
+        }
+        if (rc != SQLITE_OK) {
+            sst->stmt[id] = NULL;
+            return sql_fail(sst, rc, "preparing a statement", errstr, errstr_size);
+        }
+    }
+    return HC_OK;
+}
+
+/* The statements that name the tables can only be prepared once the tables exist, so they are
+ * prepared at open when the schema is already there, else by init_schema, else by the first call
+ * that needs them (another handle may have created the schema meanwhile). Either way each is
+ * prepared once per handle and then reused. */
+static hc_err_t ensure_prepared(sqlite_store_t *sst, char *errstr, size_t errstr_size)
+{
+    hc_err_t err;
+
+    if (sst->prepared) {
+        return HC_OK;
+    }
+    err = prepare_range(sst, STMT_FIRST_SCHEMA, STMT_COUNT_, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    sst->prepared = true;
+    return HC_OK;
+}
+
+static hc_err_t schema_exists(sqlite_store_t *sst, bool *exists, char *errstr, size_t errstr_size)
+{
+    sqlite3_stmt *stmt = NULL;
+    hc_err_t err = HC_OK;
+    int rc;
+
+    rc = sqlite3_prepare_v2(sst->db,
+                            "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                            " AND name IN ('hotcount_counts', 'hotcount_offsets')",
+                            -1, &stmt, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(stmt);
+    }
+    if (rc != SQLITE_ROW) {
+        err = sql_fail(sst, rc, "reading the schema", errstr, errstr_size);
+        goto out_finalize;
+    }
+    *exists = sqlite3_column_int(stmt, 0) == 2;
+out_finalize:
+    sqlite3_finalize(stmt);
+    return err;
+}
+
+static void sqlite_close(hc_store_t *st)
+{
+    sqlite_store_t *sst = sqlite_store(st);
+    int id;
+
+    if (sst == NULL) {
+        return;
+    }
+    for (id = 0; id < STMT_COUNT_; id++) {
+        sqlite3_finalize(sst->stmt[id]); /* accepts NULL */
+    }
+    /* Every statement is finalized above, so close_v2 closes now rather than deferring. */
+    sqlite3_close_v2(sst->db);
+    free(sst);
+}
+
+/* Runs a PRAGMA that answers with one text row and returns that row in buf. */
+static hc_err_t pragma_text(sqlite_store_t *sst, const char *sql, char *buf, size_t buf_size,
+                            char *errstr, size_t errstr_size)
+{
+    sqlite3_stmt *stmt = NULL;
+    const unsigned char *text;
+    hc_err_t err = HC_OK;
+    int rc;
+
+    rc = sqlite3_prepare_v2(sst->db, sql, -1, &stmt, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(stmt);
+    }
+    if (rc != SQLITE_ROW) {
+        err = sql_fail(sst, rc, sql, errstr, errstr_size);
+        goto out_finalize;
+    }
+    text = sqlite3_column_text(stmt, 0);
+    snprintf(buf, buf_size, "%s", text != NULL ? (const char *)text : "");
+out_finalize:
+    sqlite3_finalize(stmt);
+    return err;
+}
+
+static hc_err_t sqlite_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr,
+                            size_t errstr_size)
+{
+    sqlite_store_t *sst;
+    const char *path;
+    char mode[16];
+    hc_err_t err;
+    bool exists = false;
+    int rc;
+
+    *stp = NULL;
+    if (strncmp(cfg->store, SQLITE_URI_PREFIX, strlen(SQLITE_URI_PREFIX)) != 0 ||
+        cfg->store[strlen(SQLITE_URI_PREFIX)] == '\0') {
+        hc_errstr_set(errstr, errstr_size, "store: expected sqlite:PATH, got \"%s\"", cfg->store);
+        return HC_ERR_INVALID;
+    }
+    path = cfg->store + strlen(SQLITE_URI_PREFIX);
+
+    sst = calloc(1, sizeof(*sst));
+    if (sst == NULL) {
+        hc_errstr_set(errstr, errstr_size, "sqlite store: out of memory");
+        return HC_ERR_FATAL;
+    }
+    sst->base.ops = &hc_store_sqlite_ops;
+
+    /* NOMUTEX: a handle is used by one thread at a time (store.h), so SQLite's per-connection
+     * mutex would be pure overhead. Without SQLITE_OPEN_URI the path is taken literally. */
+    rc = sqlite3_open_v2(path, &sst->db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        /* A path that cannot be opened is a configuration mistake, reported against the key. */
+        hc_errstr_set(errstr, errstr_size, "store: cannot open sqlite database \"%s\": %s", path,
+                      sst->db != NULL ? sqlite3_errmsg(sst->db) : sqlite3_errstr(rc));
+        err = (rc & 0xff) == SQLITE_CANTOPEN ? HC_ERR_INVALID : err_class(rc);
+        goto fail_close;
+    }
+    /* Before anything that may take a lock, so that switching to WAL waits out other handles. */
+    sqlite3_busy_timeout(sst->db, SQLITE_BUSY_TIMEOUT_MS);
+
+    /* WAL lets readers (get, top, verify) run beside stage 2's writer, and makes a commit one
+     * append instead of a rollback-journal round trip. The mode is stored in the file; an
+     * in-memory database answers "memory", which is fine: nothing to share, nothing to lose. */
+    err = pragma_text(sst, "PRAGMA journal_mode = WAL", mode, sizeof(mode), errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail_close;
+    }
+    if (strcmp(mode, "wal") != 0 && strcmp(mode, "memory") != 0) {
+        hc_errstr_set(errstr, errstr_size,
+                      "sqlite store: \"%s\" refused journal_mode=WAL (got \"%s\")", path, mode);
+        err = HC_ERR_FATAL;
+        goto fail_close;
+    }
+    /* See the file comment: durable enough, because data and offsets commit together. */
+    rc = sqlite3_exec(sst->db, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        err = sql_fail(sst, rc, "PRAGMA synchronous", errstr, errstr_size);
+        goto fail_close;
+    }
+
+    err = prepare_range(sst, 0, STMT_FIRST_SCHEMA, errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail_close;
+    }
+    err = schema_exists(sst, &exists, errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail_close;
+    }
+    if (exists) {
+        err = ensure_prepared(sst, errstr, errstr_size);
+        if (err != HC_OK) {
+            goto fail_close;
+        }
+    }
+    *stp = &sst->base;
+    return HC_OK;
+
+fail_close:
+    sqlite_close(&sst->base);
+    return err;
+}
+
+static hc_err_t sqlite_init_schema(hc_store_t *st, char *errstr, size_t errstr_size)
+{
+    sqlite_store_t *sst = sqlite_store(st);
+    hc_err_t err;
+    int rc;
+
+    rc = sqlite3_exec(sst->db, schema_sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        err = sql_fail(sst, rc, "creating the schema", errstr, errstr_size);
+        return rollback(sst, err, errstr, errstr_size);
+    }
+    return ensure_prepared(sst, errstr, errstr_size);
+}
+
+/* Reads one partition's stored next_offset inside the caller's transaction. */
+static hc_err_t offset_get(sqlite_store_t *sst, const char *group, const char *topic,
+                           int32_t partition, int64_t *offset_out, char *errstr, size_t errstr_size)
+{
+    sqlite3_stmt *stmt = sst->stmt[STMT_OFFSET_GET];
+    hc_err_t err = HC_OK;
+    int rc;
+
+    sqlite3_bind_text(stmt, 1, group, -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 2, topic, -1, SQLITE_STATIC);
+    sqlite3_bind_int(stmt, 3, partition);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) {
+        *offset_out = sqlite3_column_int64(stmt, 0);
+    } else if (rc == SQLITE_DONE) {
+        *offset_out = HC_OFFSET_NONE;
+    } else {
+        err = sql_fail(sst, rc, "reading an offset", errstr, errstr_size);
+    }
+    stmt_done(stmt);
+    return err;
+}
+
+static hc_err_t sqlite_read_offsets(hc_store_t *st, const char *group, const char *topic,
+                                    const int32_t *partitions, size_t count, int64_t *offsets_out,
+                                    char *errstr, size_t errstr_size)
+{
+    sqlite_store_t *sst = sqlite_store(st);
+    hc_err_t err;
+    size_t i;
+
+    err = ensure_prepared(sst, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    /* One snapshot for all partitions: a batch committing meanwhile shows up whole or not at
+     * all. */
+    err = stmt_exec(sst, STMT_BEGIN_READ, "begin", errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    for (i = 0; i < count; i++) {
+        err = offset_get(sst, group, topic, partitions[i], &offsets_out[i], errstr, errstr_size);
+        if (err != HC_OK) {
+            goto fail_rollback;
+        }
+    }
+    err = stmt_exec(sst, STMT_COMMIT, "commit", errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail_rollback;
+    }
+    return HC_OK;
+
+fail_rollback:
+    return rollback(sst, err, errstr, errstr_size);
+}
+
+static void format_offset(char *buf, size_t buf_size, int64_t offset)
+{
+    if (offset == HC_OFFSET_NONE) {
+        snprintf(buf, buf_size, "none");
+    } else {
+        snprintf(buf, buf_size, "%lld", (long long)offset);
+    }
+}
+
+static hc_err_t sqlite_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
+                             size_t errstr_size)
+{
+    sqlite_store_t *sst = sqlite_store(st);
+    const hc_store_offset_t *off;
+    const hc_store_delta_t *d;
+    sqlite3_stmt *stmt;
+    char stored_buf[24];
+    char expected_buf[24];
+    int64_t stored;
+    hc_err_t err;
+    size_t i;
+
+    err = ensure_prepared(sst, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    /* IMMEDIATE takes the write lock now, before the offsets are read: the compare-and-set
+     * below then reads the latest commit and no other handle can commit until we are done. A
+     * deferred BEGIN would read an older snapshot and fail later with SQLITE_BUSY_SNAPSHOT. */
+    err = stmt_exec(sst, STMT_BEGIN_WRITE, "begin", errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+
+    /* Every check before the first write, so a lost race has nothing to undo but the lock. */
+    for (i = 0; i < batch->offset_count; i++) {
+        off = &batch->offsets[i];
+        err = offset_get(sst, batch->group, batch->topic, off->partition, &stored, errstr,
+                         errstr_size);
+        if (err != HC_OK) {
+            goto fail_rollback;
+        }
+        if (stored != off->expected) {
+            format_offset(stored_buf, sizeof(stored_buf), stored);
+            format_offset(expected_buf, sizeof(expected_buf), off->expected);
+            hc_errstr_set(errstr, errstr_size,
+                          "sqlite store: offset conflict on %s/%d (group %s): stored "
+                          "next_offset %s, batch expected %s",
+                          batch->topic, (int)off->partition, batch->group, stored_buf,
+                          expected_buf);
+            err = HC_ERR_CONFLICT;
+            goto fail_rollback;
+        }
+    }
+
+    stmt = sst->stmt[STMT_COUNT_ADD];
+    for (i = 0; i < batch->delta_count; i++) {
+        d = &batch->deltas[i];
+        sqlite3_bind_text(stmt, 1, d->post_id, (int)d->post_id_len, SQLITE_STATIC);
+        sqlite3_bind_int64(stmt, 2, d->delta);
+        sqlite3_bind_int64(stmt, 3, batch->now_ms);
+        err = stmt_exec(sst, STMT_COUNT_ADD, "adding a delta", errstr, errstr_size);
+        if (err != HC_OK) {
+            goto fail_rollback;
+        }
+    }
+
+    stmt = sst->stmt[STMT_OFFSET_PUT];
+    for (i = 0; i < batch->offset_count; i++) {
+        off = &batch->offsets[i];
+        sqlite3_bind_text(stmt, 1, batch->group, -1, SQLITE_STATIC);
+        sqlite3_bind_text(stmt, 2, batch->topic, -1, SQLITE_STATIC);
+        sqlite3_bind_int(stmt, 3, off->partition);
+        sqlite3_bind_int64(stmt, 4, off->next);
+        err = stmt_exec(sst, STMT_OFFSET_PUT, "moving an offset", errstr, errstr_size);
+        if (err != HC_OK) {
+            goto fail_rollback;
+        }
+    }
+
+    err = stmt_exec(sst, STMT_COMMIT, "commit", errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail_rollback;
+    }
+    return HC_OK;
+
+fail_rollback:
+    return rollback(sst, err, errstr, errstr_size);
+}
+
+static hc_err_t sqlite_get(hc_store_t *st, const char *const *post_ids, const size_t *post_id_lens,
+                           size_t count, int64_t *likes_out, char *errstr, size_t errstr_size)
+{
+    sqlite_store_t *sst = sqlite_store(st);
+    sqlite3_stmt *stmt;
+    hc_err_t err;
+    size_t i;
+    int rc;
+
+    err = ensure_prepared(sst, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    /* One snapshot, so that the counts printed together were true together. */
+    err = stmt_exec(sst, STMT_BEGIN_READ, "begin", errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    stmt = sst->stmt[STMT_COUNT_GET];
+    for (i = 0; i < count; i++) {
+        /* An id longer than any stored one simply is not found: 0, like any unknown post. */
+        sqlite3_bind_text(stmt, 1, post_ids[i],
+                          post_id_lens[i] > HC_POST_ID_MAX + 1 ? HC_POST_ID_MAX + 1
+                                                               : (int)post_id_lens[i],
+                          SQLITE_STATIC);
+        rc = sqlite3_step(stmt);
+        if (rc == SQLITE_ROW) {
+            likes_out[i] = sqlite3_column_int64(stmt, 0);
+        } else if (rc == SQLITE_DONE) {
+            likes_out[i] = 0;
+        } else {
+            err = sql_fail(sst, rc, "reading a count", errstr, errstr_size);
+            stmt_done(stmt);
+            goto fail_rollback;
+        }
+        stmt_done(stmt);
+    }
+    err = stmt_exec(sst, STMT_COMMIT, "commit", errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail_rollback;
+    }
+    return HC_OK;
+
+fail_rollback:
+    return rollback(sst, err, errstr, errstr_size);
+}
+
+/* Column 0 of a counts row as post id bytes. Only ids that hc_store_apply could have written
+ * (1..HC_POST_ID_MAX bytes) fit an hc_store_row_t; anything else was written behind our back. */
+static hc_err_t row_post_id(sqlite_store_t *sst, sqlite3_stmt *stmt, const char **id_out,
+                            size_t *len_out, char *errstr, size_t errstr_size)
+{
+    const unsigned char *id = sqlite3_column_text(stmt, 0);
+    int len = sqlite3_column_bytes(stmt, 0);
+
+    if (id == NULL) {
+        if (sqlite3_errcode(sst->db) == SQLITE_NOMEM) {
+            hc_errstr_set(errstr, errstr_size, "sqlite store: out of memory");
+        } else {
+            hc_errstr_set(errstr, errstr_size, "sqlite store: hotcount_counts has a NULL post_id");
+        }
+        return HC_ERR_FATAL;
+    }
+    if (len <= 0 || len > HC_POST_ID_MAX) {
+        hc_errstr_set(errstr, errstr_size,
+                      "sqlite store: hotcount_counts has a post_id of %d bytes (allowed 1..%d)",
+                      len, HC_POST_ID_MAX);
+        return HC_ERR_FATAL;
+    }
+    *id_out = (const char *)id;
+    *len_out = (size_t)len;
+    return HC_OK;
+}
+
+static hc_err_t sqlite_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t *count_out,
+                           char *errstr, size_t errstr_size)
+{
+    sqlite_store_t *sst = sqlite_store(st);
+    sqlite3_stmt *stmt;
+    const char *id;
+    size_t id_len;
+    size_t count = 0;
+    hc_err_t err;
+    int rc = SQLITE_DONE;
+
+    err = ensure_prepared(sst, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    stmt = sst->stmt[STMT_COUNT_TOP];
+    sqlite3_bind_int64(stmt, 1, n > (size_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)n);
+    while (count < n && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        err = row_post_id(sst, stmt, &id, &id_len, errstr, errstr_size);
+        if (err != HC_OK) {
+            goto out_reset;
+        }
+        memcpy(rows_out[count].post_id, id, id_len);
+        rows_out[count].post_id[id_len] = '\0';
+        rows_out[count].post_id_len = id_len;
+        rows_out[count].likes = sqlite3_column_int64(stmt, 1);
+        count++;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        err = sql_fail(sst, rc, "reading the top counts", errstr, errstr_size);
+        goto out_reset;
+    }
+    *count_out = count;
+
+out_reset:
+    stmt_done(stmt);
+    return err;
+}
+
+static hc_err_t sqlite_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, char *errstr,
+                               size_t errstr_size)
+{
+    sqlite_store_t *sst = sqlite_store(st);
+    sqlite3_stmt *stmt;
+    const char *id;
+    size_t id_len;
+    hc_err_t err;
+    int rc;
+
+    err = ensure_prepared(sst, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    /* One statement is one snapshot: fn sees the counts as of one commit, and stage 2 keeps
+     * committing meanwhile (WAL readers do not block the writer). */
+    stmt = sst->stmt[STMT_COUNT_ALL];
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        err = row_post_id(sst, stmt, &id, &id_len, errstr, errstr_size);
+        if (err != HC_OK) {
+            goto out_reset;
+        }
+        if (!fn(id, id_len, sqlite3_column_int64(stmt, 1), opaque)) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        err = sql_fail(sst, rc, "reading the counts", errstr, errstr_size);
+    }
+
+out_reset:
+    stmt_done(stmt);
+    return err;
+}
+
+const hc_store_ops_t hc_store_sqlite_ops = {
+    .kind = "sqlite",
+    .open = sqlite_open,
+    .close = sqlite_close,
+    .init_schema = sqlite_init_schema,
+    .read_offsets = sqlite_read_offsets,
+    .apply = sqlite_apply,
+    .get = sqlite_get,
+    .top = sqlite_top,
+    .foreach = sqlite_foreach,
+};

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The command line's contract: exit statuses, --help, configuration errors naming the key.
+# Needs no broker: every case fails or finishes before connecting anywhere.
+set -u
+hc=${1:?usage: test_cli.sh path/to/hotcount}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+check() { # name expected_status expected_stderr_or_stdout_regex -- command...
+    local name=$1 want=$2 pattern=$3
+    shift 4
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        echo "FAIL $name: exit $got, want $want"; cat "$tmp/err"; fails=$((fails + 1)); return
+    fi
+    if [ -n "$pattern" ] && ! grep -Eq -- "$pattern" "$tmp/out" "$tmp/err"; then
+        echo "FAIL $name: output lacks /$pattern/"; cat "$tmp/out" "$tmp/err"; fails=$((fails + 1)); return
+    fi
+    echo "ok   $name"
+}
+
+check no_command_is_usage_error 2 'usage: hotcount <command>' -- "$hc"
+check help_lists_every_command 0 'mock-broker' -- "$hc" --help
+check unknown_command_is_usage_error 2 'unknown command "frobnicate"' -- "$hc" frobnicate
+for c in demo stage1 stage2 run produce init get top verify mock-broker config; do
+    check "help_of_$c" 0 "usage: hotcount $c" -- "$hc" "$c" --help
+done
+check help_shows_config_keys 0 'flush\.ms' -- "$hc" stage1 --help
+check unknown_key_names_it 2 'flush\.msx' -- "$hc" stage1 -X flush.msx=5
+check bad_value_names_key 2 'flush\.ms' -- "$hc" stage2 -X flush.ms=abc
+check x_without_equals_is_error 2 'nonsense' -- "$hc" run -X nonsense
+printf 'flush.ms=1000\n# comment\nbogus.key=1\n' >"$tmp/bad.properties"
+check file_error_names_line_and_key 2 'bad\.properties:3.*bogus\.key' -- "$hc" stage1 -c "$tmp/bad.properties"
+check missing_file_is_config_error 2 'nope\.properties' -- "$hc" stage1 -c "$tmp/nope.properties"
+check bad_store_scheme_names_key 2 'store' -- "$hc" get -X store=mysql://x 1
+check unknown_option_is_usage_error 2 'unknown or incomplete option' -- "$hc" produce --frob
+check bad_option_value_names_option 2 '--events' -- "$hc" produce --events many
+check get_needs_a_post 2 'at least one post' -- "$hc" get -X store=sqlite:"$tmp/x.db"
+check bad_kafka_property_names_it 2 'kafka\.consumer\.no\.such\.property' -- "$hc" stage2 -X store=sqlite:"$tmp/x.db" -X kafka.consumer.no.such.property=1
+
+# The example configuration parses back, and -X overrides apply after the file.
+"$hc" config >"$tmp/example.properties"
+check example_config_parses 0 '' -- "$hc" config -c "$tmp/example.properties"
+check override_after_file_is_checked 2 'salts' -- "$hc" config -c "$tmp/example.properties" -X salts=0
+
+# The store commands on an empty SQLite store.
+check init_schema_only 0 'initialised' -- "$hc" init --no-topics -X store=sqlite:"$tmp/c.db"
+check init_is_repeatable 0 'initialised' -- "$hc" init --no-topics -X store=sqlite:"$tmp/c.db"
+check get_unknown_post_is_zero 0 $'^p1\t0$' -- "$hc" get -X store=sqlite:"$tmp/c.db" p1
+check get_json 0 '"post_id": ?"p1".*"likes": ?0' -- "$hc" get --json -X store=sqlite:"$tmp/c.db" p1
+check top_of_empty_store 0 '' -- "$hc" top -n 5 -X store=sqlite:"$tmp/c.db"
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails CLI check(s) failed"
+    exit 1
+fi
+echo "all CLI checks passed"
