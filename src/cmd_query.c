@@ -34,12 +34,35 @@ static void print_json_row(const char *post_id, size_t len, int64_t likes)
 
 static const hc_cli_opt_t get_opts[] = {
     {"json", 0, NULL, "one JSON object per post: {\"post_id\":...,\"likes\":N}"},
+    {"all", 'a', NULL, "every stored count, in no particular order"},
     {NULL, 0, NULL, NULL},
 };
 
 static const hc_cli_cmd_t get_cmd = {
     "get", "POST...",
-    "Prints post_id<TAB>count for each POST from the store (0 for an unknown post).", get_opts};
+    "Prints post_id<TAB>count for each POST from the store (0 for an unknown post), or for "
+    "every stored post with --all.",
+    get_opts};
+
+static bool print_row(const char *post_id, size_t len, int64_t likes, void *opaque)
+{
+    if (*(const bool *)opaque) {
+        print_json_row(post_id, len, likes);
+    } else {
+        printf("%.*s\t%" PRId64 "\n", (int)len, post_id, likes);
+    }
+    return true;
+}
+
+static int get_all(hc_store_t *st, bool json)
+{
+    char errstr[512];
+    if (hc_store_foreach(st, print_row, &json, errstr, sizeof(errstr)) != HC_OK) {
+        fprintf(stderr, "hotcount get: %s\n", errstr);
+        return HC_EXIT_FAILED;
+    }
+    return HC_EXIT_OK;
+}
 
 int hc_cmd_get(int argc, char **argv)
 {
@@ -48,13 +71,17 @@ int hc_cmd_get(int argc, char **argv)
     if (status >= 0) {
         return status;
     }
-    if (cli.npos == 0) {
-        fprintf(stderr, "hotcount get: name at least one post (see --help)\n");
+    bool all = hc_cli_has(&cli, "all");
+    if ((cli.npos == 0) != all) {
+        fprintf(stderr, "hotcount get: name at least one post, or --all (see --help)\n");
         hc_cli_fini(&cli);
         return HC_EXIT_USAGE;
     }
     hc_store_t *st = open_store(&cli, &status);
-    if (st) {
+    if (st && all) {
+        status = get_all(st, hc_cli_has(&cli, "json"));
+        hc_store_close(st);
+    } else if (st) {
         size_t n = (size_t)cli.npos;
         size_t *lens = calloc(n, sizeof(*lens));
         int64_t *likes = calloc(n, sizeof(*likes));
@@ -68,12 +95,9 @@ int hc_cmd_get(int argc, char **argv)
             fprintf(stderr, "hotcount get: %s\n", errstr);
             status = err == HC_ERR_INVALID ? HC_EXIT_USAGE : HC_EXIT_FAILED;
         } else {
+            bool json = hc_cli_has(&cli, "json");
             for (size_t i = 0; i < n; i++) {
-                if (hc_cli_has(&cli, "json")) {
-                    print_json_row(cli.pos[i], lens[i], likes[i]);
-                } else {
-                    printf("%s\t%" PRId64 "\n", cli.pos[i], likes[i]);
-                }
+                print_row(cli.pos[i], lens[i], likes[i], &json);
             }
             status = HC_EXIT_OK;
         }
@@ -120,11 +144,8 @@ int hc_cmd_top(int argc, char **argv)
             status = HC_EXIT_FAILED;
         } else {
             for (size_t i = 0; i < count; i++) {
-                if (hc_cli_has(&cli, "json")) {
-                    print_json_row(rows[i].post_id, rows[i].post_id_len, rows[i].likes);
-                } else {
-                    printf("%s\t%" PRId64 "\n", rows[i].post_id, rows[i].likes);
-                }
+                bool json = hc_cli_has(&cli, "json");
+                print_row(rows[i].post_id, rows[i].post_id_len, rows[i].likes, &json);
             }
             status = HC_EXIT_OK;
         }

@@ -171,8 +171,15 @@ rd_kafka_t *hc_kafka_new(const hc_config_t *cfg, hc_kafka_role_t role, const hc_
             goto fail_conf;
         }
     }
-    if (opts->group_id &&
-        !conf_set(conf, "group.id", "group.id", opts->group_id, errstr, errstr_size)) {
+    /* librdkafka's consumer API (assign, poll) needs a group id even when it never joins or
+     * commits, as a reader doesn't. */
+    char reader_group[300];
+    const char *group_id = opts->group_id;
+    if (!group_id && role == HC_KAFKA_ROLE_READER) {
+        snprintf(reader_group, sizeof(reader_group), "hotcount-reader-%s", cfg->instance_id);
+        group_id = reader_group;
+    }
+    if (group_id && !conf_set(conf, "group.id", "group.id", group_id, errstr, errstr_size)) {
         goto fail_conf;
     }
     if (opts->transactional_id && !conf_set(conf, "instance.id", "transactional.id",

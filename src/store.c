@@ -16,9 +16,9 @@ static const struct store_backend {
     const hc_store_ops_t *ops;
 } store_backends[] = {
     {"sqlite:", "sqlite", &hc_store_sqlite_ops},
-    {"redis://", "redis", NULL},
-    {"postgresql://", "postgresql", NULL},
-    {"postgres://", "postgresql", NULL},
+    {"redis://", "redis", &hc_store_redis_ops},
+    {"postgresql://", "postgresql", &hc_store_pgsql_ops},
+    {"postgres://", "postgresql", &hc_store_pgsql_ops},
 };
 
 static const struct store_backend *backend_for(const char *uri)

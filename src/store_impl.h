@@ -28,5 +28,7 @@ struct hc_store {
 };
 
 extern const hc_store_ops_t hc_store_sqlite_ops;
+extern const hc_store_ops_t hc_store_redis_ops;
+extern const hc_store_ops_t hc_store_pgsql_ops;
 
 #endif

@@ -37,7 +37,7 @@ check missing_file_is_config_error 2 'nope\.properties' -- "$hc" stage1 -c "$tmp
 check bad_store_scheme_names_key 2 'store' -- "$hc" get -X store=mysql://x 1
 check unknown_option_is_usage_error 2 'unknown or incomplete option' -- "$hc" produce --frob
 check bad_option_value_names_option 2 '--events' -- "$hc" produce --events many
-check get_needs_a_post 2 'at least one post' -- "$hc" get -X store=sqlite:"$tmp/x.db"
+check get_needs_a_post 2 "at least one post, or --all" -- "$hc" get -X store=sqlite:"$tmp/x.db"
 check bad_kafka_property_names_it 2 'kafka\.consumer\.no\.such\.property' -- "$hc" stage2 -X store=sqlite:"$tmp/x.db" -X kafka.consumer.no.such.property=1
 
 # The example configuration parses back, and -X overrides apply after the file.

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The whole pipeline against a real Kafka broker and a real store, with stage 1 and stage 2 as
+# separate hotcount processes:
+#
+#   pipeline_real.sh HOTCOUNT STORE [--restart]
+#
+# STORE is sqlite, redis or postgresql (the servers come from tests/harness/with-servers, which
+# exports HC_TEST_BROKERS, HC_TEST_REDIS_URI and HC_TEST_PG_URI). Two stage-1 processes and one
+# stage-2 process consume while `hotcount produce` sends 1 000 000 Zipfian events with unlikes
+# and 0.5 % malformed ones. With --restart, one stage-1 and the stage-2 process are stopped with
+# SIGTERM mid-stream and started again. Then `hotcount verify` must report exact counts, every
+# stage must stop cleanly (exit 0) on SIGTERM, and the independent oracle (tests/oracle) must
+# agree: every post's count equals its own recount of likes.raw, the dead-letter topic holds
+# exactly the malformed events, and stage 1's committed offsets are stored on the broker.
+set -euo pipefail
+hc=$(realpath "${1:?usage: pipeline_real.sh HOTCOUNT STORE [--restart]}")
+store_kind=${2:?store kind}
+restart=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+: "${HC_TEST_BROKERS:?run under tests/harness/with-servers}"
+events=${HC_TEST_EVENTS:-1000000}
+
+run=$(date +%s%N | tail -c 9)-$$
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+case "$store_kind" in
+sqlite) store="sqlite:$work/counts.db" ;;
+redis) store="${HC_TEST_REDIS_URI:?no redis from the harness}" ;;
+postgresql) store="${HC_TEST_PG_URI:?no postgresql from the harness}" ;;
+*) echo "unknown store $store_kind" >&2; exit 2 ;;
+esac
+
+# A unique namespace per run: topics, groups, Redis key prefix.
+cat >"$work/hotcount.properties" <<PROPS
+brokers=$HC_TEST_BROKERS
+topic.raw=t$run.raw
+topic.partials=t$run.partials
+topic.dlq=t$run.dlq
+group.stage1=g$run-stage1
+group.stage2=g$run-stage2
+store=$store
+store.redis.prefix=likes-$run:
+flush.ms=500
+metrics.listen=
+log.level=warn
+PROPS
+cfg=(-c "$work/hotcount.properties")
+
+"$hc" init "${cfg[@]}" >/dev/null
+"$hc" init "${cfg[@]}" >/dev/null # safe to repeat
+
+declare -A pid_of
+start_stage() { # stage instance-id
+    "$hc" "$1" "${cfg[@]}" -X instance.id="$2" 2>>"$work/$2.log" &
+    pids+=($!)
+    pid_of[$2]=$!
+}
+stop_stage() { # instance-id
+    local status=0
+    kill -TERM "${pid_of[$1]}"
+    wait "${pid_of[$1]}" || status=$?
+    if [ "$status" -ne 0 ]; then
+        echo "FAIL: $1 exited $status on SIGTERM"; cat "$work/$1.log"; exit 1
+    fi
+}
+
+start_stage stage1 s1-a
+start_stage stage1 s1-b
+start_stage stage2 s2-a
+
+"$hc" produce "${cfg[@]}" --events "$events" --posts 100000 --zipf 1.1 --unlike-ratio 0.05 \
+    --invalid-ratio 0.005 --seed "$$" >"$work/produce.log" &
+producer=$!
+pids+=($producer)
+
+if [ "$restart" = "--restart" ]; then
+    # mid-stream: once stage 2 has stored its first batch, while the producer still runs
+    until [ -n "$("$hc" top -n 1 "${cfg[@]}" 2>/dev/null)" ]; do
+        kill -0 "$producer" 2>/dev/null || { echo "FAIL: producer finished before any batch"; exit 1; }
+        sleep 0.2
+    done
+    stop_stage s1-a
+    stop_stage s2-a
+    echo "stopped s1-a and s2-a mid-stream"
+    start_stage stage1 s1-a
+    start_stage stage2 s2-a
+fi
+
+wait "$producer"
+cat "$work/produce.log"
+
+"$hc" verify "${cfg[@]}" --timeout 300 | tee "$work/verify.log"
+grep -q '^verify: exact' "$work/verify.log"
+
+for id in s1-a s1-b s2-a; do
+    stop_stage "$id"
+done
+pids=()
+
+"$hc" get --all "${cfg[@]}" >"$work/store.tsv"
+python3 "$here/../oracle/oracle.py" --brokers "$HC_TEST_BROKERS" --raw "t$run.raw" \
+    --dlq "t$run.dlq" --group "g$run-stage1" --store-dump "$work/store.tsv" \
+    --min-events "$events"
+echo "pipeline on $store_kind${restart:+ with restarts}: exact"
