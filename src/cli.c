@@ -39,8 +39,8 @@ static void print_help(const hc_cli_cmd_t *cmd)
     for (const hc_cli_opt_t *o = cmd->opts; o && o->name; o++) {
         char left[64];
         if (o->short_name) {
-            snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name,
-                     o->arg ? " " : "", o->arg ? o->arg : "");
+            snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
         } else {
             snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
                      o->arg ? o->arg : "");
@@ -67,8 +67,8 @@ int hc_cli_parse(hc_cli_t *cli, const hc_cli_cmd_t *cmd, int argc, char **argv)
     longopts[n++] = (struct option){"help", no_argument, NULL, 'h'};
     int nopts = 0;
     for (const hc_cli_opt_t *o = cmd->opts; o && o->name; o++, nopts++) {
-        longopts[n++] = (struct option){o->name, o->arg ? required_argument : no_argument, NULL,
-                                        256 + nopts};
+        longopts[n++] =
+            (struct option){o->name, o->arg ? required_argument : no_argument, NULL, 256 + nopts};
         if (o->short_name) {
             size_t l = strlen(shortopts);
             shortopts[l] = o->short_name;
@@ -176,8 +176,8 @@ bool hc_cli_u64(const hc_cli_t *cli, const char *name, uint64_t dflt, uint64_t *
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *end || s[0] == '-') {
-        fprintf(stderr, "hotcount %s: --%s: \"%s\" is not a non-negative integer\n",
-                cli->cmd->name, name, s);
+        fprintf(stderr, "hotcount %s: --%s: \"%s\" is not a non-negative integer\n", cli->cmd->name,
+                name, s);
         return false;
     }
     *out = v;

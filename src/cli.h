@@ -26,8 +26,8 @@ typedef struct hc_cli_opt {
 
 typedef struct hc_cli_cmd {
     const char *name;
-    const char *args;    /* positional arguments for the usage line, "" for none */
-    const char *summary; /* one line */
+    const char *args;         /* positional arguments for the usage line, "" for none */
+    const char *summary;      /* one line */
     const hc_cli_opt_t *opts; /* NULL-name terminated, may be NULL */
 } hc_cli_cmd_t;
 

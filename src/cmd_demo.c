@@ -90,11 +90,12 @@ static void print_progress(const progress_t *now, const progress_t *prev, hc_met
     if (dt <= 0) {
         dt = 1;
     }
-    printf("  produced %9" PRId64 " (%7.0f/s)   aggregated %9" PRId64 " (%7.0f/s)   stored %9" PRId64
-           " (%7.0f/s)   store writes %8" PRId64 "\n",
+    printf("  produced %9" PRId64 " (%7.0f/s)   aggregated %9" PRId64
+           " (%7.0f/s)   stored %9" PRId64 " (%7.0f/s)   store writes %8" PRId64 "\n",
            now->produced, (double)(now->produced - prev->produced) / dt, now->aggregated,
            (double)(now->aggregated - prev->aggregated) / dt, now->stored,
-           (double)(now->stored - prev->stored) / dt, (int64_t)hc_metric_get(m->store_keys_written));
+           (double)(now->stored - prev->stored) / dt,
+           (int64_t)hc_metric_get(m->store_keys_written));
     fflush(stdout);
 }
 
@@ -105,8 +106,7 @@ typedef struct check_ctx {
     int64_t mismatches;
 } check_ctx_t;
 
-static void report_mismatch(check_ctx_t *c, const char *post, size_t len, int64_t want,
-                            int64_t got)
+static void report_mismatch(check_ctx_t *c, const char *post, size_t len, int64_t want, int64_t got)
 {
     if (c->mismatches++ < 20) {
         printf("  mismatch: post %.*s: produced %" PRId64 ", stored %" PRId64 "\n", (int)len, post,
@@ -138,8 +138,8 @@ static bool check_row(const char *post_id, size_t len, int64_t likes, void *opaq
 }
 
 /* Every stored row matches the tally, and every post the tally moved has a row. */
-static hc_err_t check_store(hc_store_t *st, const hc_tally_t *tally, check_ctx_t *c,
-                            char *errstr, size_t errstr_size)
+static hc_err_t check_store(hc_store_t *st, const hc_tally_t *tally, check_ctx_t *c, char *errstr,
+                            size_t errstr_size)
 {
     c->tally = tally;
     c->seen = calloc(tally->posts + 1, 1);
@@ -178,8 +178,9 @@ int hc_cmd_demo(int argc, char **argv)
         return HC_EXIT_USAGE;
     }
     if (n1 < 1 || n2 < 1 || n1 + n2 > HC_PIPELINE_MAX_STAGES || prod.opts.posts < 1) {
-        fprintf(stderr, "hotcount demo: --stage1 and --stage2 must be >= 1 and %d in all; "
-                        "--posts >= 1\n",
+        fprintf(stderr,
+                "hotcount demo: --stage1 and --stage2 must be >= 1 and %d in all; "
+                "--posts >= 1\n",
                 HC_PIPELINE_MAX_STAGES);
         hc_cli_fini(&cli);
         return HC_EXIT_USAGE;
@@ -266,10 +267,9 @@ int hc_cmd_demo(int argc, char **argv)
         if (settle_deadline < 0) {
             settle_deadline = hc_now_ms() + 60000;
         }
-        bool drained =
-            now.aggregated == now.produced &&
-            hc_metric_get(metrics.events_stored) == hc_metric_get(metrics.events_ok) &&
-            hc_metric_get(metrics.partials_consumed) == hc_metric_get(metrics.partials);
+        bool drained = now.aggregated == now.produced &&
+                       hc_metric_get(metrics.events_stored) == hc_metric_get(metrics.events_ok) &&
+                       hc_metric_get(metrics.partials_consumed) == hc_metric_get(metrics.partials);
         if (drained || hc_now_ms() > settle_deadline) {
             break;
         }
@@ -312,8 +312,7 @@ int hc_cmd_demo(int argc, char **argv)
            " valid events\n",
            (int64_t)hc_metric_get(metrics.txn_commit), (int64_t)hc_metric_get(metrics.partials),
            (int64_t)hc_metric_get(metrics.events_ok));
-    printf("stage 2: %" PRId64 " store batches, %" PRId64 " post writes, %" PRId64
-           " conflicts\n",
+    printf("stage 2: %" PRId64 " store batches, %" PRId64 " post writes, %" PRId64 " conflicts\n",
            (int64_t)hc_metric_get(metrics.store_commit), writes,
            (int64_t)hc_metric_get(metrics.store_conflict));
     printf("events per store write: %.1f\n", writes ? (double)valid / (double)writes : 0.0);
@@ -330,8 +329,8 @@ int hc_cmd_demo(int argc, char **argv)
         printf("verify: exact (%" PRId64 " posts, 0 mismatches)\n", check.rows);
         status = HC_EXIT_OK;
     } else {
-        printf("verify: FAILED (%" PRId64 " posts, %" PRId64 " mismatches, %" PRId64
-               " of %" PRId64 " malformed in the DLQ, %" PRId64 " deliveries failed)\n",
+        printf("verify: FAILED (%" PRId64 " posts, %" PRId64 " mismatches, %" PRId64 " of %" PRId64
+               " malformed in the DLQ, %" PRId64 " deliveries failed)\n",
                check.rows, check.mismatches, dlq, invalid, failed);
         status = HC_EXIT_FAILED;
     }

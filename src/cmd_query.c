@@ -89,8 +89,8 @@ int hc_cmd_get(int argc, char **argv)
             lens[i] = strlen(cli.pos[i]);
         }
         char errstr[512];
-        hc_err_t err = hc_store_get(st, (const char *const *)cli.pos, lens, n, likes, errstr,
-                                    sizeof(errstr));
+        hc_err_t err =
+            hc_store_get(st, (const char *const *)cli.pos, lens, n, likes, errstr, sizeof(errstr));
         if (err != HC_OK) {
             fprintf(stderr, "hotcount get: %s\n", errstr);
             status = err == HC_ERR_INVALID ? HC_EXIT_USAGE : HC_EXIT_FAILED;

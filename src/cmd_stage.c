@@ -21,8 +21,8 @@ static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, in
     hc_metrics_t metrics = {0};
     hc_pipeline_t *pl = NULL;
     char errstr[512];
-    hc_err_t err = hc_pipeline_start(&cli.cfg, n1, n2, &metrics, &hc_cli_stop, &pl, errstr,
-                                     sizeof(errstr));
+    hc_err_t err =
+        hc_pipeline_start(&cli.cfg, n1, n2, &metrics, &hc_cli_stop, &pl, errstr, sizeof(errstr));
     if (err == HC_OK) {
         /* the stages stop on SIGINT/SIGTERM, or all of them when one fails */
         while (!atomic_load(&hc_cli_stop)) {

@@ -24,8 +24,7 @@ static const hc_cli_cmd_t verify_cmd = {
     "compares every post with the store. Prints each mismatch; exit 0 only when all match.",
     verify_opts};
 
-static void report(const char *post_id, size_t len, int64_t expected, int64_t stored,
-                   void *opaque)
+static void report(const char *post_id, size_t len, int64_t expected, int64_t stored, void *opaque)
 {
     int64_t *shown = opaque;
     if ((*shown)++ < 50) {
@@ -68,8 +67,9 @@ int hc_cmd_verify(int argc, char **argv)
                 goto fail;
             }
             if (hc_now_ms() > deadline || atomic_load(&hc_cli_stop)) {
-                fprintf(stderr, "hotcount verify: stages not caught up after %" PRIu64
-                                " s (%" PRId64 " messages behind)%s%s\n",
+                fprintf(stderr,
+                        "hotcount verify: stages not caught up after %" PRIu64 " s (%" PRId64
+                        " messages behind)%s%s\n",
                         timeout, lag, err ? ": " : "", err ? errstr : "");
                 status = HC_EXIT_FAILED;
                 goto done;

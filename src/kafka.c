@@ -24,7 +24,7 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 {
     (void)rk;
     /* syslog levels: 0-3 error, 4 warning, 5-6 notice/info, 7 debug */
-    hc_log_level_t lvl = level <= 3 ? HC_LOG_ERROR
+    hc_log_level_t lvl = level <= 3   ? HC_LOG_ERROR
                          : level == 4 ? HC_LOG_WARN
                          : level <= 6 ? HC_LOG_INFO
                                       : HC_LOG_DEBUG;
@@ -201,8 +201,8 @@ rd_kafka_t *hc_kafka_new(const hc_config_t *cfg, hc_kafka_role_t role, const hc_
     rd_kafka_conf_set_opaque(conf, opts->opaque);
 
     char rderr[512];
-    rd_kafka_t *rk = rd_kafka_new(consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, conf, rderr,
-                                  sizeof(rderr));
+    rd_kafka_t *rk =
+        rd_kafka_new(consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, conf, rderr, sizeof(rderr));
     if (!rk) {
         hc_errstr_set(errstr, errstr_size, "kafka client: %s", rderr);
         goto fail_conf;

@@ -64,8 +64,7 @@ static size_t format_invalid(char *buf, size_t size, uint64_t seq, uint64_t rank
     case 1:
         return (size_t)snprintf(buf, size, "[\"%" PRIu64 "\"]", rank);
     case 2:
-        return (size_t)snprintf(buf, size, "{\"post_id\":\"%" PRIu64 "\",\"post_id\":\"1\"}",
-                                rank);
+        return (size_t)snprintf(buf, size, "{\"post_id\":\"%" PRIu64 "\",\"post_id\":\"1\"}", rank);
     case 3:
         return (size_t)snprintf(buf, size, "{\"post_id\":\"p\xff%" PRIu64 "\"}", rank);
     case 4:

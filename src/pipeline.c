@@ -39,8 +39,7 @@ static void *stage_main(void *arg)
 }
 
 hc_err_t hc_pipeline_start(const hc_config_t *cfg, int n1, int n2, hc_metrics_t *metrics,
-                           atomic_bool *stop, hc_pipeline_t **plp, char *errstr,
-                           size_t errstr_size)
+                           atomic_bool *stop, hc_pipeline_t **plp, char *errstr, size_t errstr_size)
 {
     *plp = NULL;
     if (n1 < 0 || n2 < 0 || n1 + n2 < 1 || n1 + n2 > HC_PIPELINE_MAX_STAGES) {

@@ -166,8 +166,8 @@ static hc_err_t count_message(const rd_kafka_message_t *rkm, void *opaque)
     return HC_OK;
 }
 
-hc_err_t hc_recount_caught_up(const hc_config_t *cfg, hc_store_t *st, bool *caught_up,
-                              int64_t *lag, char *errstr, size_t errstr_size)
+hc_err_t hc_recount_caught_up(const hc_config_t *cfg, hc_store_t *st, bool *caught_up, int64_t *lag,
+                              char *errstr, size_t errstr_size)
 {
     *caught_up = false;
     *lag = 0;
@@ -199,8 +199,8 @@ hc_err_t hc_recount_caught_up(const hc_config_t *cfg, hc_store_t *st, bool *caug
     int64_t raw_lag = 0;
     for (int p = 0; p < n; p++) {
         int64_t low, high;
-        rerr = rd_kafka_query_watermark_offsets(rk, cfg->topic_raw, p, &low, &high,
-                                                META_TIMEOUT_MS);
+        rerr =
+            rd_kafka_query_watermark_offsets(rk, cfg->topic_raw, p, &low, &high, META_TIMEOUT_MS);
         if (rerr) {
             hc_errstr_set(errstr, errstr_size, "watermarks: %s", rd_kafka_err2str(rerr));
             err = HC_ERR_TRANSIENT;
@@ -219,8 +219,8 @@ hc_err_t hc_recount_caught_up(const hc_config_t *cfg, hc_store_t *st, bool *caug
     for (int p = 0; p < np; p++) {
         ids[p] = p;
     }
-    err = hc_store_read_offsets(st, cfg->group_stage2, cfg->topic_partials, ids, (size_t)np,
-                                stored, errstr, errstr_size);
+    err = hc_store_read_offsets(st, cfg->group_stage2, cfg->topic_partials, ids, (size_t)np, stored,
+                                errstr, errstr_size);
     if (err != HC_OK) {
         goto done;
     }

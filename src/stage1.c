@@ -34,8 +34,8 @@ struct hc_stage1 {
     hc_table_t *tbl;       /* owned */
     int64_t *next_offsets; /* owned: next offset per raw partition in this window, or NO_OFFSET */
     int32_t next_offsets_cap;
-    atomic_int assigned;   /* partitions in our assignment; read by other threads */
-    int64_t unpublished;   /* messages polled but not yet added to metrics->events_consumed */
+    atomic_int assigned; /* partitions in our assignment; read by other threads */
+    int64_t unpublished; /* messages polled but not yet added to metrics->events_consumed */
     bool in_txn;
     int64_t window_start_ms;
     int64_t window_ok;
@@ -147,17 +147,16 @@ static hc_err_t record_offset(hc_stage1_t *s1, int32_t partition, int64_t next)
 
 /* Produces into the open transaction, waiting while the local queue is full. */
 static hc_err_t produce(hc_stage1_t *s1, const char *topic, const void *key, size_t key_len,
-                        const void *value, size_t value_len, rd_kafka_headers_t *hdrs,
-                        char *errstr, size_t errstr_size)
+                        const void *value, size_t value_len, rd_kafka_headers_t *hdrs, char *errstr,
+                        size_t errstr_size)
 {
     for (;;) {
         rd_kafka_resp_err_t err;
         if (hdrs) {
-            err = rd_kafka_producev(s1->producer, RD_KAFKA_V_TOPIC(topic),
-                                    RD_KAFKA_V_KEY(key, key_len),
-                                    RD_KAFKA_V_VALUE((void *)value, value_len),
-                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                    RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+            err = rd_kafka_producev(
+                s1->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
+                RD_KAFKA_V_VALUE((void *)value, value_len),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
         } else {
             err = rd_kafka_producev(s1->producer, RD_KAFKA_V_TOPIC(topic),
                                     RD_KAFKA_V_KEY(key, key_len),
@@ -217,8 +216,8 @@ static hc_err_t produce_dlq(hc_stage1_t *s1, const rd_kafka_message_t *rkm,
 
 static hc_err_t begin_window(hc_stage1_t *s1, char *errstr, size_t errstr_size)
 {
-    hc_err_t err = hc_kafka_error_take(rd_kafka_begin_transaction(s1->producer), errstr,
-                                       errstr_size);
+    hc_err_t err =
+        hc_kafka_error_take(rd_kafka_begin_transaction(s1->producer), errstr, errstr_size);
     if (err != HC_OK) {
         /* begin fails only on programming or fatal errors */
         return HC_ERR_FATAL;
@@ -271,8 +270,8 @@ static hc_err_t abort_window(hc_stage1_t *s1, bool rewind, const char *why, char
     hc_log(HC_LOG_WARN, s1->name, "aborting window (%" PRId64 " events): %s",
            s1->window_ok + s1->window_invalid, why);
     for (;;) {
-        hc_err_t err = hc_kafka_error_take(rd_kafka_abort_transaction(s1->producer, -1), errstr,
-                                           errstr_size);
+        hc_err_t err =
+            hc_kafka_error_take(rd_kafka_abort_transaction(s1->producer, -1), errstr, errstr_size);
         if (err == HC_OK) {
             break;
         }
@@ -391,8 +390,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     if (s1->in_txn && s1->cb_err == HC_OK) {
         hc_err_t ret;
         if (rd_kafka_assignment_lost(rk)) {
-            ret = abort_window(s1, false, "assignment lost", s1->cb_errstr,
-                               sizeof(s1->cb_errstr));
+            ret = abort_window(s1, false, "assignment lost", s1->cb_errstr, sizeof(s1->cb_errstr));
         } else {
             ret = commit_window(s1, false, s1->cb_errstr, sizeof(s1->cb_errstr));
         }
@@ -452,8 +450,8 @@ static hc_err_t handle_message(hc_stage1_t *s1, const rd_kafka_message_t *rkm, c
 hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, size_t errstr_size)
 {
     const hc_config_t *cfg = s1->cfg;
-    hc_err_t err = hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, 60000), errstr,
-                                       errstr_size);
+    hc_err_t err =
+        hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, 60000), errstr, errstr_size);
     for (int attempt = 0; err == HC_ERR_TRANSIENT && attempt < 10 && !atomic_load(stop);
          attempt++) {
         hc_log(HC_LOG_WARN, s1->name, "init_transactions: %s; retrying", errstr);

@@ -26,7 +26,7 @@
 
 typedef struct part_state {
     bool assigned;
-    bool touched; /* consumed from in the open window */
+    bool touched;  /* consumed from in the open window */
     int64_t start; /* stored next_offset, or HC_OFFSET_NONE */
     int64_t next;  /* next offset to consume */
 } part_state_t;
@@ -40,7 +40,7 @@ struct hc_stage2 {
     hc_table_t *tbl;      /* owned */
     part_state_t *parts;  /* owned, indexed by partition */
     int32_t parts_cap;
-    atomic_int assigned; /* read by other threads */
+    atomic_int assigned;      /* read by other threads */
     hc_store_delta_t *deltas; /* owned scratch for batches */
     size_t deltas_cap;
     hc_store_offset_t *offsets; /* owned scratch for batches */
@@ -168,8 +168,9 @@ static void sleep_ms(int64_t ms)
 
 /* Reads the stored offsets of `partitions` (retrying through store outages until stop) and
  * assigns the consumer there. */
-static hc_err_t assign_from_store(hc_stage2_t *s2, const rd_kafka_topic_partition_list_t *partitions,
-                                  char *errstr, size_t errstr_size)
+static hc_err_t assign_from_store(hc_stage2_t *s2,
+                                  const rd_kafka_topic_partition_list_t *partitions, char *errstr,
+                                  size_t errstr_size)
 {
     int n = partitions->cnt;
     int32_t *ids = calloc((size_t)n + 1, sizeof(*ids));
@@ -244,7 +245,8 @@ static hc_err_t reassign_from_store(hc_stage2_t *s2, char *errstr, size_t errstr
  * partial we could not hold). */
 static hc_err_t reassign_from_memory(hc_stage2_t *s2, char *errstr, size_t errstr_size)
 {
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(atomic_load(&s2->assigned));
+    rd_kafka_topic_partition_list_t *list =
+        rd_kafka_topic_partition_list_new(atomic_load(&s2->assigned));
     for (int32_t p = 0; p < s2->parts_cap; p++) {
         if (s2->parts[p].assigned) {
             int64_t next = s2->parts[p].next;
@@ -351,12 +353,12 @@ static hc_err_t flush_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         return err == HC_OK ? HC_ERR_CONFLICT : err;
     case HC_ERR_TRANSIENT:
         hc_metric_add(m->store_error, 1);
-        s2->backoff_ms = s2->backoff_ms == 0 ? BACKOFF_MIN_MS
+        s2->backoff_ms = s2->backoff_ms == 0                   ? BACKOFF_MIN_MS
                          : s2->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
                                                                : s2->backoff_ms * 2;
         s2->retry_at_ms = hc_now_ms() + s2->backoff_ms;
-        hc_log(HC_LOG_WARN, s2->name, "store batch failed (%s); retrying in %" PRId64 " ms",
-               errstr, s2->backoff_ms);
+        hc_log(HC_LOG_WARN, s2->name, "store batch failed (%s); retrying in %" PRId64 " ms", errstr,
+               s2->backoff_ms);
         if (!s2->retry_pending) {
             s2->retry_pending = true;
             set_paused(s2, true);
@@ -375,8 +377,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         hc_log(HC_LOG_INFO, s2->name, "assigned %d partitions", partitions->cnt);
         if (s2->cb_err == HC_OK) {
-            hc_err_t ret =
-                assign_from_store(s2, partitions, s2->cb_errstr, sizeof(s2->cb_errstr));
+            hc_err_t ret = assign_from_store(s2, partitions, s2->cb_errstr, sizeof(s2->cb_errstr));
             if (ret != HC_OK) {
                 s2->cb_err = ret;
                 rd_kafka_assign(rk, NULL);
@@ -424,8 +425,8 @@ static hc_err_t handle_message(hc_stage2_t *s2, const rd_kafka_message_t *rkm, c
     }
     hc_partial_t partial;
     char why[256];
-    if (hc_partial_decode(rkm->payload, rkm->payload ? rkm->len : 0, &partial, why,
-                          sizeof(why)) != HC_OK) {
+    if (hc_partial_decode(rkm->payload, rkm->payload ? rkm->len : 0, &partial, why, sizeof(why)) !=
+        HC_OK) {
         /* Only stage 1 writes this topic; a bad record is a bug or a foreign writer. Skip it
          * (its offset still moves) rather than stall the stage. */
         hc_log(HC_LOG_ERROR, s2->name, "skipping bad partial at %s/%" PRId32 "/%" PRId64 ": %s",
@@ -522,8 +523,9 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
             }
         }
         now = hc_now_ms();
-        bool due = s2->retry_pending ? now >= s2->retry_at_ms
-                                     : s2->window_open && now - s2->window_start_ms >= cfg->flush_ms;
+        bool due = s2->retry_pending
+                       ? now >= s2->retry_at_ms
+                       : s2->window_open && now - s2->window_start_ms >= cfg->flush_ms;
         if (due) {
             err = flush_window(s2, errstr, errstr_size);
             if (err == HC_ERR_CONFLICT || err == HC_ERR_TRANSIENT) {

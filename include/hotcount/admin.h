@@ -20,9 +20,9 @@ hc_err_t hc_admin_create_topics(const hc_config_t *cfg, int timeout_ms, char *er
  * handle. It does not implement CreateTopics, so hc_mock_start creates hotcount's topics with
  * the configured partition counts itself. */
 typedef struct hc_mock {
-    rd_kafka_t *rk;                /* owned: the handle the cluster lives in */
+    rd_kafka_t *rk;                    /* owned: the handle the cluster lives in */
     rd_kafka_mock_cluster_t *mcluster; /* owned by rk */
-    const char *bootstraps;        /* "127.0.0.1:port,..." valid while the mock lives */
+    const char *bootstraps;            /* "127.0.0.1:port,..." valid while the mock lives */
 } hc_mock_t;
 
 hc_err_t hc_mock_start(hc_mock_t *mock, const hc_config_t *cfg, int brokers, char *errstr,

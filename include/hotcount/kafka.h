@@ -25,7 +25,7 @@ typedef enum hc_kafka_role {
 } hc_kafka_role_t;
 
 typedef struct hc_kafka_opts {
-    const char *group_id;        /* consumers with a group */
+    const char *group_id;         /* consumers with a group */
     const char *transactional_id; /* HC_KAFKA_ROLE_TXN_PRODUCER */
     /* Called from rd_kafka_consumer_poll on the polling thread; opaque is passed back. */
     void (*rebalance_cb)(rd_kafka_t *rk, rd_kafka_resp_err_t err,

@@ -33,7 +33,7 @@ typedef struct hc_loadgen_opts {
 } hc_loadgen_opts_t;
 
 typedef struct hc_tally {
-    int64_t *likes;        /* owned: [posts + 1], acknowledged like - unlike per rank */
+    int64_t *likes; /* owned: [posts + 1], acknowledged like - unlike per rank */
     uint64_t posts;
     atomic_int_fast64_t sent;          /* handed to the producer */
     atomic_int_fast64_t acked_valid;   /* acknowledged valid events */

@@ -19,8 +19,8 @@ hc_err_t hc_recount_raw(const hc_config_t *cfg, hc_table_t *counts, int64_t *val
 /* Stage 1 is caught up when group.stage1's committed offset of every raw partition equals its
  * end; stage 2 when no committed partial lies beyond the offsets in the store. *lag is a rough
  * count of what is left (raw messages + partials). */
-hc_err_t hc_recount_caught_up(const hc_config_t *cfg, hc_store_t *st, bool *caught_up,
-                              int64_t *lag, char *errstr, size_t errstr_size);
+hc_err_t hc_recount_caught_up(const hc_config_t *cfg, hc_store_t *st, bool *caught_up, int64_t *lag,
+                              char *errstr, size_t errstr_size);
 
 typedef struct hc_recount_diff {
     int64_t posts;      /* distinct posts compared (union of recount and store) */

@@ -6,10 +6,10 @@
  * stored, and the dead-letter topic must hold exactly the malformed events, each with its
  * reason and source. Exactly-once across aborts and restarts is proven on the real broker
  * (the mock neither stores transactional offsets nor filters aborted records). */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
 
 #include <cmocka.h>
 
