@@ -61,7 +61,7 @@ int hc_cli_parse(hc_cli_t *cli, const hc_cli_cmd_t *cmd, int argc, char **argv)
         return HC_EXIT_FAILED;
     }
     struct option longopts[HC_CLI_MAX_OPTS + 4];
-    char shortopts[2 * HC_CLI_MAX_OPTS + 8] = "+c:X:h";
+    char shortopts[2 * HC_CLI_MAX_OPTS + 8] = "c:X:h";
     int n = 0;
     longopts[n++] = (struct option){"config", required_argument, NULL, 'c'};
     longopts[n++] = (struct option){"help", no_argument, NULL, 'h'};

@@ -51,6 +51,8 @@ check init_is_repeatable 0 'initialised' -- "$hc" init --no-topics -X store=sqli
 check get_unknown_post_is_zero 0 $'^p1\t0$' -- "$hc" get -X store=sqlite:"$tmp/c.db" p1
 check get_json 0 '"post_id": ?"p1".*"likes": ?0' -- "$hc" get --json -X store=sqlite:"$tmp/c.db" p1
 check top_of_empty_store 0 '' -- "$hc" top -n 5 -X store=sqlite:"$tmp/c.db"
+check options_after_posts_apply 2 'X store: "mysql' -- "$hc" get p2 -X store=mysql://x
+check get_all_of_empty_store 0 '' -- "$hc" get --all -X store=sqlite:"$tmp/c.db"
 
 if [ "$fails" -ne 0 ]; then
     echo "$fails CLI check(s) failed"
