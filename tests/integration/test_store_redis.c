@@ -98,8 +98,8 @@ static redisContext *raw_connect_quiet(char *why, size_t why_size)
     char *colon;
 
     if (c == NULL || c->err != 0) {
-        snprintf(why, why_size, "raw connect to %s:%d: %s", srv.host, srv.port,
-                 c != NULL ? c->errstr : "out of memory");
+        hc_errstr_set(why, why_size, "raw connect to %s:%d: %s", srv.host, srv.port,
+                      c != NULL ? c->errstr : "out of memory");
         goto fail_free;
     }
     if (srv.userinfo[0] != '\0') {
