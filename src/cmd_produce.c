@@ -31,7 +31,7 @@ int hc_cmd_produce(int argc, char **argv)
     if (status >= 0) {
         return status;
     }
-    hc_loadgen_opts_t opts;
+    hc_loadgen_opts_t opts = {0};
     if (!hc_cli_u64(&cli, "events", 1000000, &opts.events) ||
         !hc_cli_double(&cli, "rate", 0, &opts.rate) ||
         !hc_cli_u64(&cli, "posts", 100000, &opts.posts) ||
