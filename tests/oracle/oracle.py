@@ -16,6 +16,7 @@ Exit status 0 when everything holds; 1 with a report otherwise.
 import argparse
 import json
 import sys
+import time
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -131,9 +132,14 @@ def read_topic(brokers, topic, fn, isolation="read_committed"):
             assign.append(TopicPartition(topic, p, lo))
     c.assign(assign)
     remaining = set(ends)
+    last_progress = time.monotonic()
     while remaining:
-        msgs = c.consume(num_messages=10000, timeout=30)
-        if not msgs:
+        # consume() waits for a full batch or the timeout: keep the timeout short and bound
+        # the time without progress instead
+        msgs = c.consume(num_messages=10000, timeout=0.5)
+        if msgs:
+            last_progress = time.monotonic()
+        elif time.monotonic() - last_progress > 30:
             raise SystemExit(f"oracle: no progress reading {topic}; left {sorted(remaining)}")
         for m in msgs:
             if m.error():
