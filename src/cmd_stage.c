@@ -6,15 +6,47 @@
 
 #include "cli.h"
 #include "cmds.h"
+#include "hotcount/kafka.h"
 #include "hotcount/pipeline.h"
 
-static const hc_cli_opt_t stage_opts[] = {{NULL, 0, NULL, NULL}};
+static const hc_cli_opt_t stage_opts[] = {
+    {"check-config", 0, NULL,
+     "check the configuration (including every kafka.* property, by building the clients "
+     "without connecting) and exit 0, or 2 naming the bad key"},
+    {NULL, 0, NULL, NULL},
+};
+
+/* --check-config: what the stages would build, built offline. */
+static int check_config(const hc_cli_t *cli, int n1, int n2)
+{
+    hc_kafka_role_t roles[3];
+    size_t n = 0;
+    if (n1) {
+        roles[n++] = HC_KAFKA_ROLE_STAGE1_CONSUMER;
+        roles[n++] = HC_KAFKA_ROLE_TXN_PRODUCER;
+    }
+    if (n2) {
+        roles[n++] = HC_KAFKA_ROLE_STAGE2_CONSUMER;
+    }
+    char errstr[512];
+    if (hc_kafka_check(&cli->cfg, roles, n, errstr, sizeof(errstr)) != HC_OK) {
+        fprintf(stderr, "hotcount %s: %s\n", cli->cmd->name, errstr);
+        return HC_EXIT_USAGE;
+    }
+    printf("configuration ok\n");
+    return HC_EXIT_OK;
+}
 
 static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, int n2)
 {
     hc_cli_t cli;
     int status = hc_cli_parse(&cli, cmd, argc, argv);
     if (status >= 0) {
+        return status;
+    }
+    if (hc_cli_has(&cli, "check-config")) {
+        status = check_config(&cli, n1, n2);
+        hc_cli_fini(&cli);
         return status;
     }
     hc_cli_install_signals();

@@ -148,8 +148,10 @@ static bool apply_user_props(rd_kafka_conf_t *conf, const hc_config_t *cfg, hc_k
     return true;
 }
 
-rd_kafka_t *hc_kafka_new(const hc_config_t *cfg, hc_kafka_role_t role, const hc_kafka_opts_t *opts,
-                         char *errstr, size_t errstr_size)
+/* offline: no bootstrap servers, so the client is built and checked but never connects. */
+static rd_kafka_t *kafka_new(const hc_config_t *cfg, hc_kafka_role_t role,
+                             const hc_kafka_opts_t *opts, bool offline, char *errstr,
+                             size_t errstr_size)
 {
     static const hc_kafka_opts_t no_opts = {0};
     if (!opts) {
@@ -199,6 +201,9 @@ rd_kafka_t *hc_kafka_new(const hc_config_t *cfg, hc_kafka_role_t role, const hc_
         rd_kafka_conf_set_dr_msg_cb(conf, opts->dr_msg_cb);
     }
     rd_kafka_conf_set_opaque(conf, opts->opaque);
+    if (offline && !conf_set(conf, "brokers", "bootstrap.servers", "", errstr, errstr_size)) {
+        goto fail_conf;
+    }
 
     char rderr[512];
     rd_kafka_t *rk =
@@ -215,6 +220,30 @@ rd_kafka_t *hc_kafka_new(const hc_config_t *cfg, hc_kafka_role_t role, const hc_
 fail_conf:
     rd_kafka_conf_destroy(conf);
     return NULL;
+}
+
+rd_kafka_t *hc_kafka_new(const hc_config_t *cfg, hc_kafka_role_t role, const hc_kafka_opts_t *opts,
+                         char *errstr, size_t errstr_size)
+{
+    return kafka_new(cfg, role, opts, false, errstr, errstr_size);
+}
+
+hc_err_t hc_kafka_check(const hc_config_t *cfg, const hc_kafka_role_t *roles, size_t count,
+                        char *errstr, size_t errstr_size)
+{
+    for (size_t i = 0; i < count; i++) {
+        /* ids as the stages set them, so transactional checks run too */
+        hc_kafka_opts_t opts = {
+            .group_id =
+                roles[i] == HC_KAFKA_ROLE_STAGE2_CONSUMER ? cfg->group_stage2 : cfg->group_stage1,
+            .transactional_id = roles[i] == HC_KAFKA_ROLE_TXN_PRODUCER ? cfg->instance_id : NULL};
+        rd_kafka_t *rk = kafka_new(cfg, roles[i], &opts, true, errstr, errstr_size);
+        if (!rk) {
+            return HC_ERR_INVALID;
+        }
+        rd_kafka_destroy(rk);
+    }
+    return HC_OK;
 }
 
 hc_err_t hc_kafka_error_take(rd_kafka_error_t *error, char *errstr, size_t errstr_size)

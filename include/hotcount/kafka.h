@@ -40,6 +40,12 @@ typedef struct hc_kafka_opts {
 rd_kafka_t *hc_kafka_new(const hc_config_t *cfg, hc_kafka_role_t role, const hc_kafka_opts_t *opts,
                          char *errstr, size_t errstr_size);
 
+/* Builds each role's client from cfg without connecting anywhere and destroys it again: checks
+ * every librdkafka property the way creating the real clients would. HC_ERR_INVALID with
+ * errstr naming the bad key. */
+hc_err_t hc_kafka_check(const hc_config_t *cfg, const hc_kafka_role_t *roles, size_t count,
+                        char *errstr, size_t errstr_size);
+
 /* Classifies and destroys a librdkafka error object (NULL -> HC_OK):
  * retriable -> HC_ERR_TRANSIENT, requires abort -> HC_ERR_ABORT, fatal or unflagged ->
  * HC_ERR_FATAL. */

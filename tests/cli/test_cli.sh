@@ -40,6 +40,11 @@ check bad_option_value_names_option 2 '--events' -- "$hc" produce --events many
 check get_needs_a_post 2 "at least one post, or --all" -- "$hc" get -X store=sqlite:"$tmp/x.db"
 check bad_kafka_property_names_it 2 'kafka\.consumer\.no\.such\.property' -- "$hc" stage2 -X store=sqlite:"$tmp/x.db" -X kafka.consumer.no.such.property=1
 
+check check_config_accepts_good_config 0 'configuration ok' -- "$hc" run --check-config -X kafka.fetch.max.bytes=1048576
+check check_config_names_bad_kafka_key 2 'kafka\.producer\.linger\.mss' -- "$hc" stage1 --check-config -X kafka.producer.linger.mss=5
+check check_config_names_bad_kafka_value 2 'kafka\.consumer\.fetch\.max\.bytes' -- "$hc" stage2 --check-config -X kafka.consumer.fetch.max.bytes=lots
+check check_config_runs_cross_checks 2 'message\.timeout\.ms|transaction\.timeout\.ms' -- "$hc" stage1 --check-config -X kafka.producer.message.timeout.ms=900000
+
 # The example configuration parses back, and -X overrides apply after the file.
 "$hc" config >"$tmp/example.properties"
 check example_config_parses 0 '' -- "$hc" config -c "$tmp/example.properties"
