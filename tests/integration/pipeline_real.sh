@@ -37,7 +37,12 @@ trap cleanup EXIT
 case "$store_kind" in
 sqlite) store="sqlite:$work/counts.db" ;;
 redis) store="${HC_TEST_REDIS_URI:?no redis from the harness}" ;;
-postgresql) store="${HC_TEST_PG_URI:?no postgresql from the harness}" ;;
+postgresql)
+    # a schema of its own per run: the harness's database is shared by every test
+    psql -q -v ON_ERROR_STOP=1 "${HC_TEST_PG_URI:?no postgresql from the harness}" \
+        -c "CREATE SCHEMA hc_${run//-/_}"
+    store="$HC_TEST_PG_URI?options=-csearch_path%3Dhc_${run//-/_}"
+    ;;
 *) echo "unknown store $store_kind" >&2; exit 2 ;;
 esac
 
@@ -79,8 +84,11 @@ start_stage stage1 s1-a
 start_stage stage1 s1-b
 start_stage stage2 s2-a
 
-"$hc" produce "${cfg[@]}" --events "$events" --posts 100000 --zipf 1.1 --unlike-ratio 0.05 \
-    --invalid-ratio 0.005 --seed "$$" >"$work/produce.log" &
+# With restarts, the stream lasts about 8 s so that they land while it flows.
+rate=0
+[ "$restart" = "--restart" ] && rate=$((events / 8))
+"$hc" produce "${cfg[@]}" --events "$events" --rate "$rate" --posts 100000 --zipf 1.1 \
+    --unlike-ratio 0.05 --invalid-ratio 0.005 --seed "$$" >"$work/produce.log" &
 producer=$!
 pids+=($producer)
 
