@@ -1,0 +1,422 @@
+/* Tests for the metrics HTTP endpoint (src/metrics_http.c). Unlike the other unit tests this one
+ * opens sockets: loopback only, on ports the kernel picks (metrics.listen port 0), with a plain
+ * socket client so the test depends on nothing but libc. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* cmocka.h needs the four headers above first. */
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "hotcount/kafka.h"
+#include "hotcount/metrics_http.h"
+
+#define FLUSH_MS 1000
+
+typedef struct fixture {
+    hc_metrics_t m;
+    hc_metrics_http_t *http;
+    int port;
+} fixture_t;
+
+typedef struct reply {
+    int status;
+    char raw[1 << 16]; /* status line, headers and body, NUL-terminated */
+    const char *body;
+} reply_t;
+
+/* Sends `request` to host:port over TCP (family AF_INET or AF_INET6) and reads the whole reply
+ * (the request asks for Connection: close). Returns false when no connection could be made. */
+static bool http_exchange(int family, int port, const char *request, reply_t *rep)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    memset(&ss, 0, sizeof(ss));
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        s6->sin6_addr = in6addr_loopback;
+        len = sizeof(*s6);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)port);
+        s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        len = sizeof(*s4);
+    }
+    int fd = socket(family, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return false;
+    }
+    struct timeval tv = {.tv_sec = 10, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+        close(fd);
+        return false;
+    }
+    size_t sent = 0;
+    size_t want = strlen(request);
+    while (sent < want) {
+        ssize_t n = send(fd, request + sent, want - sent, MSG_NOSIGNAL);
+        if (n <= 0) {
+            break;
+        }
+        sent += (size_t)n;
+    }
+    size_t got = 0;
+    for (;;) {
+        ssize_t n = recv(fd, rep->raw + got, sizeof(rep->raw) - 1 - got, 0);
+        if (n <= 0) {
+            break;
+        }
+        got += (size_t)n;
+        if (got == sizeof(rep->raw) - 1) {
+            break;
+        }
+    }
+    close(fd);
+    rep->raw[got] = '\0';
+    rep->status = 0;
+    sscanf(rep->raw, "HTTP/1.%*d %d", &rep->status);
+    const char *sep = strstr(rep->raw, "\r\n\r\n");
+    rep->body = sep ? sep + 4 : rep->raw + got;
+    return true;
+}
+
+static reply_t *request(const fixture_t *fx, const char *method, const char *path)
+{
+    static reply_t rep;
+    char req[512];
+    snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+             method, path);
+    assert_true(http_exchange(AF_INET, fx->port, req, &rep));
+    return &rep;
+}
+
+/* The value of header `name` (case-insensitive) in rep, or NULL. Static buffer. */
+static const char *header(const reply_t *rep, const char *name)
+{
+    static char value[256];
+    size_t nlen = strlen(name);
+    const char *line = strstr(rep->raw, "\r\n");
+    while (line && line + 2 < rep->body) {
+        line += 2;
+        if (strncasecmp(line, name, nlen) == 0 && line[nlen] == ':') {
+            const char *v = line + nlen + 1;
+            while (*v == ' ') {
+                v++;
+            }
+            size_t vlen = strcspn(v, "\r\n");
+            if (vlen >= sizeof(value)) {
+                vlen = sizeof(value) - 1;
+            }
+            memcpy(value, v, vlen);
+            value[vlen] = '\0';
+            return value;
+        }
+        line = strstr(line, "\r\n");
+    }
+    return NULL;
+}
+
+static int setup(void **state)
+{
+    fixture_t *fx = calloc(1, sizeof(*fx));
+    char errstr[256];
+    if (!fx || hc_metrics_init(&fx->m) != HC_OK) {
+        free(fx);
+        return -1;
+    }
+    if (hc_metrics_http_start("127.0.0.1:0", &fx->m, FLUSH_MS, &fx->http, errstr, sizeof(errstr)) !=
+        HC_OK) {
+        fprintf(stderr, "start: %s\n", errstr);
+        hc_metrics_fini(&fx->m);
+        free(fx);
+        return -1;
+    }
+    fx->port = hc_metrics_http_port(fx->http);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *fx = *state;
+    hc_metrics_http_stop(fx->http);
+    hc_metrics_fini(&fx->m);
+    free(fx);
+    return 0;
+}
+
+static void port_zero_picks_a_free_port(void **state)
+{
+    fixture_t *fx = *state;
+    assert_true(fx->port > 0 && fx->port <= 65535);
+}
+
+static void metrics_are_served_as_prometheus_text(void **state)
+{
+    fixture_t *fx = *state;
+    hc_metric_add(fx->m.events_ok, 42);
+    hc_metric_add(fx->m.store_commit, 3);
+    reply_t *rep = request(fx, "GET", "/metrics");
+    assert_int_equal(rep->status, 200);
+    const char *ctype = header(rep, "Content-Type");
+    assert_non_null(ctype);
+    assert_non_null(strstr(ctype, "text/plain; version=0.0.4"));
+    static const char *const names[] = {
+        "# TYPE hotcount_events_total counter",
+        "hotcount_events_total{result=\"ok\"} 42",
+        "hotcount_events_total{result=\"invalid\"} 0",
+        "hotcount_partials_total",
+        "hotcount_transactions_total{outcome=\"commit\"}",
+        "hotcount_transactions_total{outcome=\"abort\"}",
+        "hotcount_store_batches_total{outcome=\"commit\"} 3",
+        "hotcount_store_batches_total{outcome=\"conflict\"}",
+        "hotcount_store_batches_total{outcome=\"error\"}",
+        "hotcount_store_keys_written_total",
+        "# TYPE hotcount_consumer_lag gauge",
+        "# TYPE hotcount_end_to_end_seconds histogram",
+        "hotcount_end_to_end_seconds_bucket{le=\"+Inf\"}",
+        "# TYPE hotcount_hot_key_events_per_second gauge",
+        "hotcount_up 1",
+        "hotcount_ready 0",
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (!strstr(rep->body, names[i])) {
+            fail_msg("/metrics lacks \"%s\"", names[i]);
+        }
+    }
+    const char *clen = header(rep, "Content-Length");
+    assert_non_null(clen);
+    assert_int_equal(strtoul(clen, NULL, 10), strlen(rep->body));
+
+    /* a query string does not change the path */
+    rep = request(fx, "GET", "/metrics?name[]=hotcount_up");
+    assert_int_equal(rep->status, 200);
+}
+
+static void healthz_answers_ok(void **state)
+{
+    fixture_t *fx = *state;
+    reply_t *rep = request(fx, "GET", "/healthz");
+    assert_int_equal(rep->status, 200);
+    assert_string_equal(rep->body, "ok\n");
+}
+
+static void readyz_follows_the_readiness_rules(void **state)
+{
+    fixture_t *fx = *state;
+    reply_t *rep = request(fx, "GET", "/readyz");
+    assert_int_equal(rep->status, 503); /* no stage runs yet */
+
+    hc_metrics_stage_started(&fx->m, HC_METRICS_STAGE1, hc_now_ms());
+    rep = request(fx, "GET", "/readyz");
+    assert_int_equal(rep->status, 503); /* no partitions */
+
+    hc_metric_add(fx->m.stage1_assigned, 3);
+    rep = request(fx, "GET", "/readyz");
+    assert_int_equal(rep->status, 200);
+    assert_string_equal(rep->body, "ready\n");
+    rep = request(fx, "GET", "/metrics");
+    assert_non_null(strstr(rep->body, "\nhotcount_ready 1\n"));
+
+    /* input waiting for 10 flush intervals: unready; flushed: ready */
+    hc_metric_set(fx->m.stage[HC_METRICS_STAGE1].started_ms, hc_now_ms() - 20 * FLUSH_MS);
+    hc_metrics_stage_input(&fx->m, HC_METRICS_STAGE1, hc_now_ms() - 10 * FLUSH_MS);
+    rep = request(fx, "GET", "/readyz");
+    assert_int_equal(rep->status, 503);
+    assert_string_equal(rep->body, "not ready\n");
+    hc_metrics_stage_flushed(&fx->m, HC_METRICS_STAGE1, hc_now_ms(), 0.01);
+    rep = request(fx, "GET", "/readyz");
+    assert_int_equal(rep->status, 200);
+}
+
+static void unknown_paths_are_404(void **state)
+{
+    fixture_t *fx = *state;
+    static const char *const paths[] = {"/", "/metric", "/metrics/", "/healthz/x", "/READYZ"};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        reply_t *rep = request(fx, "GET", paths[i]);
+        assert_int_equal(rep->status, 404);
+    }
+}
+
+static void other_methods_are_405(void **state)
+{
+    fixture_t *fx = *state;
+    static const char *const methods[] = {"DELETE", "PUT", "OPTIONS"};
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        reply_t *rep = request(fx, methods[i], "/metrics");
+        assert_int_equal(rep->status, 405);
+        assert_non_null(header(rep, "Allow"));
+        assert_string_equal(header(rep, "Allow"), "GET, HEAD");
+    }
+    /* a POST with a body */
+    static reply_t rep;
+    assert_true(http_exchange(AF_INET, fx->port,
+                              "POST /metrics HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
+                              "Connection: close\r\n\r\nhello",
+                              &rep));
+    assert_int_equal(rep.status, 405);
+    /* the server still serves afterwards */
+    assert_int_equal(request(fx, "GET", "/healthz")->status, 200);
+}
+
+static void head_gets_headers_without_a_body(void **state)
+{
+    fixture_t *fx = *state;
+    reply_t *rep = request(fx, "HEAD", "/metrics");
+    assert_int_equal(rep->status, 200);
+    assert_string_equal(rep->body, "");
+}
+
+static void bad_listen_values_are_invalid(void **state)
+{
+    (void)state;
+    hc_metrics_t m;
+    hc_metrics_http_t *http = (hc_metrics_http_t *)&m; /* must be reset to NULL */
+    char errstr[256];
+    static const char *const bad[] = {
+        "nonsense",        "127.0.0.1",    "127.0.0.1:",     ":9464", "127.0.0.1:65536",
+        "127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:12ab", "[::1",  "[::1]9464",
+        "[]:9464",         "[::1]:",
+    };
+    assert_int_equal(hc_metrics_init(&m), HC_OK);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        errstr[0] = '\0';
+        assert_int_equal(hc_metrics_http_start(bad[i], &m, FLUSH_MS, &http, errstr, sizeof(errstr)),
+                         HC_ERR_INVALID);
+        assert_null(http);
+        if (!strstr(errstr, "metrics.listen")) {
+            fail_msg("\"%s\": errstr does not name metrics.listen: %s", bad[i], errstr);
+        }
+    }
+    /* an address this host does not have */
+    assert_int_equal(
+        hc_metrics_http_start("192.0.2.1:0", &m, FLUSH_MS, &http, errstr, sizeof(errstr)),
+        HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "metrics.listen"));
+    hc_metrics_fini(&m);
+}
+
+static void empty_listen_turns_metrics_off(void **state)
+{
+    (void)state;
+    hc_metrics_t m;
+    hc_metrics_http_t *http = (hc_metrics_http_t *)&m;
+    char errstr[64];
+    assert_int_equal(hc_metrics_init(&m), HC_OK);
+    assert_int_equal(hc_metrics_http_start("", &m, FLUSH_MS, &http, errstr, sizeof(errstr)), HC_OK);
+    assert_null(http);
+    hc_metrics_http_stop(http);
+    hc_metrics_fini(&m);
+}
+
+static void port_in_use_is_reported(void **state)
+{
+    fixture_t *fx = *state;
+    char listen_addr[64];
+    char errstr[256];
+    hc_metrics_http_t *second = NULL;
+    snprintf(listen_addr, sizeof(listen_addr), "127.0.0.1:%d", fx->port);
+    assert_int_equal(
+        hc_metrics_http_start(listen_addr, &fx->m, FLUSH_MS, &second, errstr, sizeof(errstr)),
+        HC_ERR_INVALID);
+    assert_null(second);
+    assert_non_null(strstr(errstr, "metrics.listen"));
+    assert_non_null(strstr(errstr, "already in use"));
+    /* the first server is unaffected */
+    assert_int_equal(request(fx, "GET", "/healthz")->status, 200);
+}
+
+static void stop_and_restart_on_the_same_port(void **state)
+{
+    (void)state;
+    hc_metrics_t m;
+    hc_metrics_http_t *http = NULL;
+    char listen_addr[64];
+    char errstr[256];
+    assert_int_equal(hc_metrics_init(&m), HC_OK);
+    assert_int_equal(
+        hc_metrics_http_start("localhost:0", &m, FLUSH_MS, &http, errstr, sizeof(errstr)), HC_OK);
+    int port = hc_metrics_http_port(http);
+    /* localhost may resolve to ::1 first; ask on whichever family answers */
+    static reply_t rep;
+    bool v4 =
+        http_exchange(AF_INET, port, "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", &rep);
+    if (!v4) {
+        assert_true(http_exchange(AF_INET6, port,
+                                  "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", &rep));
+    }
+    assert_int_equal(rep.status, 200);
+    hc_metrics_http_stop(http);
+    /* the port is free again at once (no TIME_WAIT wait) */
+    snprintf(listen_addr, sizeof(listen_addr), "%s:%d", v4 ? "127.0.0.1" : "[::1]", port);
+    assert_int_equal(
+        hc_metrics_http_start(listen_addr, &m, FLUSH_MS, &http, errstr, sizeof(errstr)), HC_OK);
+    assert_int_equal(hc_metrics_http_port(http), port);
+    hc_metrics_http_stop(http);
+    hc_metrics_fini(&m);
+}
+
+static void ipv6_loopback_is_served(void **state)
+{
+    (void)state;
+    hc_metrics_t m;
+    hc_metrics_http_t *http = NULL;
+    char errstr[256];
+    int probe = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 s6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    bool have_v6 = probe >= 0 && bind(probe, (struct sockaddr *)&s6, sizeof(s6)) == 0;
+    if (probe >= 0) {
+        close(probe);
+    }
+    if (!have_v6) {
+        skip(); /* no IPv6 loopback in this sandbox */
+    }
+    assert_int_equal(hc_metrics_init(&m), HC_OK);
+    assert_int_equal(hc_metrics_http_start("[::1]:0", &m, FLUSH_MS, &http, errstr, sizeof(errstr)),
+                     HC_OK);
+    static reply_t rep;
+    assert_true(http_exchange(AF_INET6, hc_metrics_http_port(http),
+                              "GET /metrics HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n",
+                              &rep));
+    assert_int_equal(rep.status, 200);
+    assert_non_null(strstr(rep.body, "hotcount_up 1"));
+    hc_metrics_http_stop(http);
+    hc_metrics_fini(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(port_zero_picks_a_free_port, setup, teardown),
+        cmocka_unit_test_setup_teardown(metrics_are_served_as_prometheus_text, setup, teardown),
+        cmocka_unit_test_setup_teardown(healthz_answers_ok, setup, teardown),
+        cmocka_unit_test_setup_teardown(readyz_follows_the_readiness_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(unknown_paths_are_404, setup, teardown),
+        cmocka_unit_test_setup_teardown(other_methods_are_405, setup, teardown),
+        cmocka_unit_test_setup_teardown(head_gets_headers_without_a_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(port_in_use_is_reported, setup, teardown),
+        cmocka_unit_test(bad_listen_values_are_invalid),
+        cmocka_unit_test(empty_listen_turns_metrics_off),
+        cmocka_unit_test(stop_and_restart_on_the_same_port),
+        cmocka_unit_test(ipv6_loopback_is_served),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
