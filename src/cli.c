@@ -125,6 +125,7 @@ int hc_cli_parse(hc_cli_t *cli, const hc_cli_cmd_t *cmd, int argc, char **argv)
         status = HC_EXIT_USAGE;
     }
     if (status >= 0) {
+        hc_config_fini(&cli->cfg); /* the command returns at once: nothing left to free */
         return status;
     }
     hc_log_level_t level = HC_LOG_INFO;

@@ -39,8 +39,9 @@ typedef struct hc_cli {
     char **pos; /* positional arguments, borrowed from argv */
 } hc_cli_t;
 
-/* Returns -1 when the command should run, else the exit status to return at once (0 after
- * --help, 2 after a usage or configuration error, already reported on stderr). */
+/* Returns -1 when the command should run (then hc_cli_fini frees cli), else the exit status to
+ * return at once (0 after --help, 2 after a usage or configuration error, already reported on
+ * stderr), with nothing left to free. */
 int hc_cli_parse(hc_cli_t *cli, const hc_cli_cmd_t *cmd, int argc, char **argv);
 void hc_cli_fini(hc_cli_t *cli);
 

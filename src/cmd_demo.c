@@ -20,6 +20,7 @@
 #include "hotcount/kafka.h"
 #include "hotcount/loadgen.h"
 #include "hotcount/log.h"
+#include "hotcount/metrics_http.h"
 #include "hotcount/pipeline.h"
 #include "hotcount/store.h"
 
@@ -192,13 +193,19 @@ int hc_cmd_demo(int argc, char **argv)
     char errstr[512];
     hc_mock_t mock = {0};
     hc_tally_t tally = {0};
-    hc_metrics_t metrics = {0};
+    hc_metrics_t metrics;
+    hc_metrics_http_t *http = NULL;
     hc_pipeline_t *pl = NULL;
     pthread_t ptid;
     bool producing = false;
     atomic_bool stop_stages = false;
     hc_store_t *st = NULL;
     status = HC_EXIT_FAILED;
+    if (hc_metrics_init(&metrics) != HC_OK) {
+        fprintf(stderr, "hotcount demo: out of memory\n");
+        hc_cli_fini(&cli);
+        return HC_EXIT_FAILED;
+    }
 
     /* A fresh store: counts from an earlier run would not match this run's tally. */
     const char *db = hc_cli_str(&cli, "db", "hotcount-demo.db");
@@ -222,6 +229,13 @@ int hc_cmd_demo(int argc, char **argv)
     printf("hotcount demo: in-process Kafka at %s (%d raw partitions, %d partials partitions), "
            "SQLite %s\n",
            mock.bootstraps, cfg->topic_raw_partitions, cfg->topic_partials_partitions, db);
+    /* Metrics are a bonus in the demo: a busy port must not stop it. */
+    if (hc_metrics_http_start(cfg->metrics_listen, &metrics, cfg->flush_ms, &http, errstr,
+                              sizeof(errstr)) != HC_OK) {
+        hc_log(HC_LOG_WARN, "demo", "no metrics endpoint: %s", errstr);
+    } else if (http) {
+        printf("metrics: http://%s/metrics\n", cfg->metrics_listen);
+    }
     printf("starting %" PRIu64 " stage-1 and %" PRIu64 " stage-2 consumers, flush.ms=%lld\n", n1,
            n2, (long long)cfg->flush_ms);
     if (hc_config_set(cfg, "instance.id", "demo", errstr, sizeof(errstr)) != HC_OK ||
@@ -345,6 +359,8 @@ done:
         pthread_join(ptid, NULL);
     }
     hc_pipeline_stop(pl, NULL, 0);
+    hc_metrics_http_stop(http);
+    hc_metrics_fini(&metrics);
     hc_store_close(st);
     hc_tally_fini(&tally);
     hc_mock_stop(&mock);

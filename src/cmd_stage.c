@@ -7,6 +7,8 @@
 #include "cli.h"
 #include "cmds.h"
 #include "hotcount/kafka.h"
+#include "hotcount/log.h"
+#include "hotcount/metrics_http.h"
 #include "hotcount/pipeline.h"
 
 static const hc_cli_opt_t stage_opts[] = {
@@ -50,11 +52,25 @@ static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, in
         return status;
     }
     hc_cli_install_signals();
-    hc_metrics_t metrics = {0};
+    hc_metrics_t metrics;
+    hc_metrics_http_t *http = NULL;
     hc_pipeline_t *pl = NULL;
     char errstr[512];
-    hc_err_t err =
-        hc_pipeline_start(&cli.cfg, n1, n2, &metrics, &hc_cli_stop, &pl, errstr, sizeof(errstr));
+    hc_err_t err = hc_metrics_init(&metrics);
+    if (err != HC_OK) {
+        hc_errstr_set(errstr, sizeof(errstr), "out of memory");
+    } else {
+        err = hc_metrics_http_start(cli.cfg.metrics_listen, &metrics, cli.cfg.flush_ms, &http,
+                                    errstr, sizeof(errstr));
+    }
+    if (err == HC_OK && http) {
+        hc_log(HC_LOG_INFO, cmd->name, "metrics on http://%s/metrics (port %d)",
+               cli.cfg.metrics_listen, hc_metrics_http_port(http));
+    }
+    if (err == HC_OK) {
+        err = hc_pipeline_start(&cli.cfg, n1, n2, &metrics, &hc_cli_stop, &pl, errstr,
+                                sizeof(errstr));
+    }
     if (err == HC_OK) {
         /* the stages stop on SIGINT/SIGTERM, or all of them when one fails */
         while (!atomic_load(&hc_cli_stop)) {
@@ -63,6 +79,8 @@ static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, in
         }
         err = hc_pipeline_stop(pl, errstr, sizeof(errstr));
     }
+    hc_metrics_http_stop(http);
+    hc_metrics_fini(&metrics);
     if (err != HC_OK) {
         fprintf(stderr, "hotcount %s: %s\n", cmd->name, errstr);
         status = err == HC_ERR_INVALID ? HC_EXIT_USAGE : HC_EXIT_FAILED;

@@ -118,6 +118,11 @@ static const key_def_t keys[] = {
           "sqlite:PATH, redis://[:pw@]host:port[/db], postgresql://..."),
     KEY_S("store.redis.prefix", store_redis_prefix, "likes:", NULL,
           "the Redis key of post P is <prefix>P"),
+    /* Hysteresis, so a post near the threshold logs one line per crossing, not one a window. */
+    KEY_I64("hotkeys.enter.rate", hotkeys_enter_rate, "1000", 1, 1000000000, NULL,
+            "likes/s at which stage 1 logs a post as hot"),
+    KEY_I64("hotkeys.leave.rate", hotkeys_leave_rate, "500", 0, 1000000000, NULL,
+            "likes/s below which a hot post is logged as cool again (< hotkeys.enter.rate)"),
     KEY_S("metrics.listen", metrics_listen, "127.0.0.1:9464", check_listen,
           "host:port of the Prometheus /metrics endpoint; empty: off"),
     KEY_S("log.level", log_level, "info", check_log_level, "error, warn, info or debug"),
@@ -253,9 +258,10 @@ static bool check_listen(const key_def_t *def, const char *value, int64_t num, c
     }
     port = colon + 1;
     digits = strspn(port, "0123456789");
-    port_num = digits > 0 && digits <= 5 && port[digits] == '\0' ? strtol(port, NULL, 10) : 0;
-    if (port_num < 1 || port_num > 65535) {
-        hc_errstr_set(errstr, errstr_size, "%s: \"%s\" has no valid port (1..65535)", def->name,
+    port_num = digits > 0 && digits <= 5 && port[digits] == '\0' ? strtol(port, NULL, 10) : -1;
+    /* port 0: the system picks a free port, which the log line names (tests use it) */
+    if (port_num < 0 || port_num > 65535) {
+        hc_errstr_set(errstr, errstr_size, "%s: \"%s\" has no valid port (0..65535)", def->name,
                       value);
         return false;
     }
@@ -719,6 +725,12 @@ hc_err_t hc_config_validate(const hc_config_t *cfg, char *errstr, size_t errstr_
             hc_errstr_set(errstr, errstr_size, "%s: must not be empty", topics[i].key);
             return HC_ERR_INVALID;
         }
+    }
+    if (cfg->hotkeys_leave_rate >= cfg->hotkeys_enter_rate) {
+        hc_errstr_set(errstr, errstr_size,
+                      "hotkeys.leave.rate (%lld) must be below hotkeys.enter.rate (%lld)",
+                      (long long)cfg->hotkeys_leave_rate, (long long)cfg->hotkeys_enter_rate);
+        return HC_ERR_INVALID;
     }
     /* Stage 1 would read its own output, or partials would land in the DLQ. */
     for (size_t i = 0; i < count; i++) {

@@ -65,6 +65,8 @@ static const prop_t stage1_consumer_props[] = {
     /* eager assignors only: cooperative-sticky can resume from stale positions in 2.0.2 */
     {"partition.assignment.strategy", "range"},
     {"isolation.level", "read_committed"},
+    /* consumer lag per partition for the metrics endpoint */
+    {"statistics.interval.ms", "5000"},
     {NULL, NULL},
 };
 
@@ -76,6 +78,7 @@ static const prop_t stage2_consumer_props[] = {
     {"partition.assignment.strategy", "range"},
     /* only committed stage-1 transactions: an aborted window's partials are never counted */
     {"isolation.level", "read_committed"},
+    {"statistics.interval.ms", "5000"},
     {NULL, NULL},
 };
 
@@ -199,6 +202,9 @@ static rd_kafka_t *kafka_new(const hc_config_t *cfg, hc_kafka_role_t role,
     }
     if (opts->dr_msg_cb) {
         rd_kafka_conf_set_dr_msg_cb(conf, opts->dr_msg_cb);
+    }
+    if (opts->stats_cb) {
+        rd_kafka_conf_set_stats_cb(conf, opts->stats_cb);
     }
     rd_kafka_conf_set_opaque(conf, opts->opaque);
     if (offline && !conf_set(conf, "brokers", "bootstrap.servers", "", errstr, errstr_size)) {

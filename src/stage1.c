@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "hotcount/event.h"
+#include "hotcount/hotkeys.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 #include "hotcount/partial.h"
@@ -32,6 +33,7 @@ struct hc_stage1 {
     rd_kafka_t *consumer;  /* owned */
     rd_kafka_t *producer;  /* owned, transactional */
     hc_table_t *tbl;       /* owned */
+    hc_hotkeys_t *hk;      /* owned: the window's hottest posts */
     int64_t *next_offsets; /* owned: next offset per raw partition in this window, or NO_OFFSET */
     int32_t next_offsets_cap;
     atomic_int assigned; /* partitions in our assignment; read by other threads */
@@ -48,6 +50,14 @@ struct hc_stage1 {
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *partitions, void *opaque);
+
+static int stats_cb(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
+{
+    (void)rk;
+    hc_stage1_t *s1 = opaque;
+    hc_metrics_ingest_rdkafka_stats(s1->metrics, json, json_len);
+    return 0;
+}
 
 hc_err_t hc_stage1_new(const hc_config_t *cfg, const char *instance_id, hc_metrics_t *metrics,
                        hc_stage1_t **s1p, char *errstr, size_t errstr_size)
@@ -70,6 +80,12 @@ hc_err_t hc_stage1_new(const hc_config_t *cfg, const char *instance_id, hc_metri
                       (long long)cfg->max_keys);
         goto fail;
     }
+    s1->hk = hc_hotkeys_new(HC_HOTKEYS_DEFAULT_K, (double)cfg->hotkeys_enter_rate,
+                            (double)cfg->hotkeys_leave_rate);
+    if (!s1->hk) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        goto fail;
+    }
     char txn_id[300];
     snprintf(txn_id, sizeof(txn_id), "%s-%s", cfg->group_stage1, instance_id);
     hc_kafka_opts_t popts = {.transactional_id = txn_id};
@@ -77,8 +93,10 @@ hc_err_t hc_stage1_new(const hc_config_t *cfg, const char *instance_id, hc_metri
     if (!s1->producer) {
         goto fail;
     }
-    hc_kafka_opts_t copts = {
-        .group_id = cfg->group_stage1, .rebalance_cb = rebalance_cb, .opaque = s1};
+    hc_kafka_opts_t copts = {.group_id = cfg->group_stage1,
+                             .rebalance_cb = rebalance_cb,
+                             .stats_cb = stats_cb,
+                             .opaque = s1};
     s1->consumer = hc_kafka_new(cfg, HC_KAFKA_ROLE_STAGE1_CONSUMER, &copts, errstr, errstr_size);
     if (!s1->consumer) {
         goto fail;
@@ -108,6 +126,7 @@ void hc_stage1_destroy(hc_stage1_t *s1)
         rd_kafka_destroy(s1->producer);
     }
     hc_table_destroy(s1->tbl);
+    hc_hotkeys_destroy(s1->hk);
     free(s1->next_offsets);
     free(s1);
 }
@@ -224,6 +243,7 @@ static hc_err_t begin_window(hc_stage1_t *s1, char *errstr, size_t errstr_size)
     }
     s1->in_txn = true;
     s1->window_start_ms = hc_now_ms();
+    hc_metrics_stage_input(s1->metrics, HC_METRICS_STAGE1, s1->window_start_ms);
     return HC_OK;
 }
 
@@ -281,6 +301,10 @@ static hc_err_t abort_window(hc_stage1_t *s1, bool rewind, const char *why, char
         rd_kafka_poll(s1->producer, TXN_RETRY_MS);
     }
     hc_metric_add(s1->metrics->txn_abort, 1);
+    hc_hotkeys_reset(s1->hk);
+    if (!rewind) {
+        hc_metrics_stage_released(s1->metrics, HC_METRICS_STAGE1);
+    }
     window_reset(s1);
     if (rewind) {
         hc_err_t err = rewind_to_committed(s1, errstr, errstr_size);
@@ -301,6 +325,24 @@ static hc_err_t abort_window(hc_stage1_t *s1, bool rewind, const char *why, char
         hc_log(HC_LOG_WARN, (s1)->name, "retrying: %s", (errstr));                                 \
         rd_kafka_poll((s1)->producer, TXN_RETRY_MS);                                               \
     }
+
+/* The window's hottest posts to the metrics, and one log line per post crossing the
+ * hotkeys.enter.rate / hotkeys.leave.rate thresholds. */
+static void publish_hot_keys(hc_stage1_t *s1, int64_t now)
+{
+    hc_hotkey_t top[HC_METRICS_HOT_KEYS];
+    size_t n = 0;
+    int64_t window_ms = now - s1->window_start_ms;
+    hc_hotkeys_window_end(s1->hk, window_ms > 0 ? window_ms : 1, top, HC_METRICS_HOT_KEYS, &n);
+    hc_metrics_publish_hot_keys(s1->metrics, s1->name, top, n, now);
+    size_t nt = 0;
+    const hc_hotkey_transition_t *tr = hc_hotkeys_transitions(s1->hk, &nt);
+    for (size_t i = 0; i < nt; i++) {
+        hc_log(HC_LOG_INFO, s1->name, "post %.*s %s: %.0f likes/s", (int)tr[i].post_id_len,
+               tr[i].post_id, tr[i].change == HC_HOTKEY_ENTER ? "is hot" : "cooled down",
+               tr[i].events_per_second);
+    }
+}
 
 /* Produces the partials, sends the offsets and commits. Returns HC_OK (committed), HC_ERR_ABORT
  * (aborted and, if rewind, rewound: the window is gone) or HC_ERR_FATAL. */
@@ -357,6 +399,11 @@ static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t
     }
 
     hc_metrics_t *m = s1->metrics;
+    int64_t now = hc_now_ms();
+    double secs = (double)(now - t0) / 1000.0;
+    hc_metrics_stage_flushed(m, HC_METRICS_STAGE1, now, secs);
+    hc_histogram_observe(&m->txn_seconds, secs);
+    publish_hot_keys(s1, now);
     hc_metric_add(m->events_ok, s1->window_ok);
     hc_metric_add(m->events_invalid, s1->window_invalid);
     for (int r = 0; r < HC_EVENT_REASON_COUNT; r++) {
@@ -366,7 +413,7 @@ static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t
     }
     hc_metric_add(m->partials, (int64_t)n);
     hc_metric_add(m->txn_commit, 1);
-    hc_log(HC_LOG_DEBUG, s1->name,
+    hc_log(HC_LOG_INFO, s1->name,
            "committed window: %" PRId64 " events, %" PRId64 " invalid, %zu partials, %" PRId64
            " ms",
            s1->window_ok, s1->window_invalid, n, hc_now_ms() - t0);
@@ -432,6 +479,7 @@ static hc_err_t handle_message(hc_stage1_t *s1, const rd_kafka_message_t *rkm, c
             hc_errstr_set(errstr, errstr_size, "aggregation table: %s", hc_err_name(err));
             return HC_ERR_FATAL;
         }
+        hc_hotkeys_offer(s1->hk, ev.post_id, ev.post_id_len);
         s1->window_ok++;
     } else {
         err = produce_dlq(s1, rkm, reason, errstr, errstr_size);
@@ -470,6 +518,7 @@ hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, s
                       rd_kafka_err2str(rerr));
         return HC_ERR_FATAL;
     }
+    hc_metrics_stage_started(s1->metrics, HC_METRICS_STAGE1, hc_now_ms());
     hc_log(HC_LOG_INFO, s1->name, "consuming %s, flush.ms=%lld, max.keys=%lld", cfg->topic_raw,
            (long long)cfg->flush_ms, (long long)cfg->max_keys);
 
@@ -540,6 +589,8 @@ hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, s
         hc_errstr_set(errstr, errstr_size, "%s", s1->cb_errstr);
         err = s1->cb_err;
     }
+    hc_metrics_stage_stopped(s1->metrics, HC_METRICS_STAGE1);
+    hc_metrics_publish_hot_keys(s1->metrics, s1->name, NULL, 0, 0);
     if (err != HC_OK) {
         hc_log(HC_LOG_ERROR, s1->name, "stopping: %s", errstr);
     } else {

@@ -62,6 +62,14 @@ struct hc_stage2 {
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *partitions, void *opaque);
 
+static int stats_cb(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
+{
+    (void)rk;
+    hc_stage2_t *s2 = opaque;
+    hc_metrics_ingest_rdkafka_stats(s2->metrics, json, json_len);
+    return 0;
+}
+
 hc_err_t hc_stage2_new(const hc_config_t *cfg, const char *instance_id, hc_metrics_t *metrics,
                        hc_stage2_t **s2p, char *errstr, size_t errstr_size)
 {
@@ -88,8 +96,10 @@ hc_err_t hc_stage2_new(const hc_config_t *cfg, const char *instance_id, hc_metri
     if (err != HC_OK) {
         goto fail;
     }
-    hc_kafka_opts_t copts = {
-        .group_id = cfg->group_stage2, .rebalance_cb = rebalance_cb, .opaque = s2};
+    hc_kafka_opts_t copts = {.group_id = cfg->group_stage2,
+                             .rebalance_cb = rebalance_cb,
+                             .stats_cb = stats_cb,
+                             .opaque = s2};
     s2->consumer = hc_kafka_new(cfg, HC_KAFKA_ROLE_STAGE2_CONSUMER, &copts, errstr, errstr_size);
     if (!s2->consumer) {
         err = HC_ERR_INVALID;
@@ -276,6 +286,22 @@ static void set_paused(hc_stage2_t *s2, bool paused)
     }
 }
 
+/* Event time to store commit, per post of the batch, from its oldest event: an upper bound of
+ * each post's freshness, observed with one atomic add per bucket per batch. */
+static void observe_end_to_end(hc_stage2_t *s2, int64_t committed_wall_ms)
+{
+    hc_histogram_acc_t acc;
+    hc_histogram_acc_init(&acc, &s2->metrics->end_to_end_seconds);
+    size_t n = hc_table_count(s2->tbl);
+    for (size_t i = 0; i < n; i++) {
+        const hc_table_entry_t *ent = hc_table_entry(s2->tbl, i);
+        if (ent->ts_min != HC_TS_NONE) {
+            hc_histogram_acc_add(&acc, (double)(committed_wall_ms - ent->ts_min) / 1000.0, 1);
+        }
+    }
+    hc_histogram_acc_merge(&acc, &s2->metrics->end_to_end_seconds);
+}
+
 /* One conditional store batch for the open window. HC_OK: applied, window closed.
  * HC_ERR_CONFLICT: nothing applied, window dropped, positions re-read from the store.
  * HC_ERR_TRANSIENT: nothing known to be applied, window kept for a retry. HC_ERR_FATAL. */
@@ -315,8 +341,13 @@ static hc_err_t flush_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
     };
     hc_err_t err = hc_store_apply(s2->st, &batch, errstr, errstr_size);
     hc_metrics_t *m = s2->metrics;
+    int64_t done_ms = hc_now_ms();
+    hc_histogram_observe(&m->store_seconds, (double)(done_ms - t0) / 1000.0);
     switch (err) {
     case HC_OK:
+        hc_metrics_stage_flushed(m, HC_METRICS_STAGE2, done_ms, (double)(done_ms - t0) / 1000.0);
+        hc_histogram_observe(&m->batch_posts, (double)n);
+        observe_end_to_end(s2, batch.now_ms);
         for (size_t i = 0; i < n_offsets; i++) {
             s2->parts[s2->offsets[i].partition].start = s2->offsets[i].next;
         }
@@ -324,7 +355,7 @@ static hc_err_t flush_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         hc_metric_add(m->store_keys_written, (int64_t)n);
         hc_metric_add(m->events_stored, s2->window_events);
         hc_metric_add(m->partials_consumed, s2->window_partials);
-        hc_log(HC_LOG_DEBUG, s2->name,
+        hc_log(HC_LOG_INFO, s2->name,
                "stored batch: %zu posts, %" PRId64 " events, %zu partitions, %" PRId64 " ms", n,
                s2->window_events, n_offsets, hc_now_ms() - t0);
         window_drop(s2);
@@ -399,6 +430,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
     s2->retry_pending = false;
     s2->rewind_after_flush = false;
+    hc_metrics_stage_released(s2->metrics, HC_METRICS_STAGE2);
     for (int32_t p = 0; p < s2->parts_cap; p++) {
         s2->parts[p].assigned = false;
     }
@@ -464,6 +496,7 @@ static hc_err_t handle_message(hc_stage2_t *s2, const rd_kafka_message_t *rkm, c
     if (!s2->window_open) {
         s2->window_open = true;
         s2->window_start_ms = hc_now_ms();
+        hc_metrics_stage_input(s2->metrics, HC_METRICS_STAGE2, s2->window_start_ms);
     }
     s2->window_partials++;
     ps->touched = true;
@@ -488,6 +521,7 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
                       rd_kafka_err2str(rerr));
         return HC_ERR_FATAL;
     }
+    hc_metrics_stage_started(s2->metrics, HC_METRICS_STAGE2, hc_now_ms());
     hc_log(HC_LOG_INFO, s2->name, "consuming %s into %s store, flush.ms=%lld", cfg->topic_partials,
            hc_store_kind(s2->st), (long long)cfg->flush_ms);
 
@@ -557,6 +591,7 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
         hc_errstr_set(errstr, errstr_size, "%s", s2->cb_errstr);
         err = s2->cb_err;
     }
+    hc_metrics_stage_stopped(s2->metrics, HC_METRICS_STAGE2);
     if (err != HC_OK) {
         hc_log(HC_LOG_ERROR, s2->name, "stopping: %s", errstr);
     } else {

@@ -52,6 +52,8 @@ typedef struct hc_config {
     int64_t event_max_bytes;
     char *store;
     char *store_redis_prefix;
+    int64_t hotkeys_enter_rate; /* likes/s */
+    int64_t hotkeys_leave_rate;
     char *metrics_listen; /* "" = off */
     char *log_level;
     char *log_format;

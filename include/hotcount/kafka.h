@@ -31,6 +31,9 @@ typedef struct hc_kafka_opts {
     void (*rebalance_cb)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *partitions, void *opaque);
     void (*dr_msg_cb)(rd_kafka_t *rk, const rd_kafka_message_t *rkmessage, void *opaque);
+    /* librdkafka statistics (JSON), every statistics.interval.ms; returns 0 (librdkafka then
+     * frees json). Called from the polling thread. */
+    int (*stats_cb)(rd_kafka_t *rk, char *json, size_t json_len, void *opaque);
     void *opaque;
 } hc_kafka_opts_t;
 

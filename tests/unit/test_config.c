@@ -41,6 +41,8 @@ static const char *const all_keys[] = {
     "event.max.bytes",
     "store",
     "store.redis.prefix",
+    "hotkeys.enter.rate",
+    "hotkeys.leave.rate",
     "metrics.listen",
     "log.level",
     "log.format",
@@ -310,11 +312,25 @@ static void set_metrics_listen_accepts_host_port_or_empty(void **state)
     assert_string_equal(cfg->metrics_listen, "[::1]:9464");
     set_ok(cfg, "metrics.listen", "");
     assert_string_equal(cfg->metrics_listen, "");
+    set_ok(cfg, "metrics.listen", "127.0.0.1:0"); /* a free port, for tests */
+    assert_string_equal(cfg->metrics_listen, "127.0.0.1:0");
+}
+
+static void validate_rejects_leave_rate_not_below_enter_rate(void **state)
+{
+    char errstr[ERRSTR_SIZE];
+
+    set_ok(*state, "hotkeys.enter.rate", "100");
+    set_ok(*state, "hotkeys.leave.rate", "100");
+    assert_int_equal(hc_config_validate(*state, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "hotkeys.leave.rate"));
+    set_ok(*state, "hotkeys.leave.rate", "99");
+    assert_int_equal(hc_config_validate(*state, errstr, sizeof(errstr)), HC_OK);
 }
 
 static void set_metrics_listen_rejects_bad_port_naming_key(void **state)
 {
-    static const char *const bad[] = {"9464",     ":9464",   "host:",    "host:0",     "host:65536",
+    static const char *const bad[] = {"9464",     ":9464",   "host:",    "host:65536",
                                       "host:94x", "host:-1", "host:+80", "host:000080"};
     char errstr[ERRSTR_SIZE];
 
@@ -878,6 +894,7 @@ int main(void)
         T(set_store_accepts_known_schemes),
         T(set_store_rejects_unknown_scheme_naming_key),
         T(set_metrics_listen_accepts_host_port_or_empty),
+        T(validate_rejects_leave_rate_not_below_enter_rate),
         T(set_metrics_listen_rejects_bad_port_naming_key),
         T(set_log_level_and_format_accept_only_known_names),
         T(set_parses_integer_fields),
