@@ -57,7 +57,6 @@ group.stage2=g$run-stage2
 store=$store
 store.redis.prefix=likes-$run:
 flush.ms=500
-metrics.listen=
 log.level=warn
 PROPS
 cfg=(-c "$work/hotcount.properties")
@@ -65,9 +64,14 @@ cfg=(-c "$work/hotcount.properties")
 "$hc" init "${cfg[@]}" >/dev/null
 "$hc" init "${cfg[@]}" >/dev/null # safe to repeat
 
-declare -A pid_of
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+declare -A pid_of metrics_of
 start_stage() { # stage instance-id
-    "$hc" "$1" "${cfg[@]}" -X instance.id="$2" 2>>"$work/$2.log" &
+    metrics_of[$2]=127.0.0.1:$(free_port)
+    "$hc" "$1" "${cfg[@]}" -X instance.id="$2" -X metrics.listen="${metrics_of[$2]}" \
+        2>>"$work/$2.log" &
     pids+=($!)
     pid_of[$2]=$!
 }
@@ -110,6 +114,10 @@ cat "$work/produce.log"
 
 "$hc" verify "${cfg[@]}" --timeout 300 | tee "$work/verify.log"
 grep -q '^verify: exact' "$work/verify.log"
+
+# The operators' view: each stage's metrics endpoint answers with the contract's names.
+python3 "$here/../oracle/scrape.py" stage1 "${metrics_of[s1-a]}" "${metrics_of[s1-b]}"
+python3 "$here/../oracle/scrape.py" stage2 "${metrics_of[s2-a]}"
 
 for id in s1-a s1-b s2-a; do
     stop_stage "$id"
