@@ -15,6 +15,7 @@
 #define HC_EXIT_OK 0
 #define HC_EXIT_FAILED 1
 #define HC_EXIT_USAGE 2
+#define HC_EXIT_WATCHDOG 3 /* a stage hung in a call: restart the process */
 #define HC_CLI_MAX_OPTS 24
 
 typedef struct hc_cli_opt {

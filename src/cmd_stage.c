@@ -3,6 +3,7 @@
  * reason (2 for a configuration error found when the clients are created). */
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cmds.h"
@@ -37,6 +38,21 @@ static int check_config(const hc_cli_t *cli, int n1, int n2)
     }
     printf("configuration ok\n");
     return HC_EXIT_OK;
+}
+
+/* A stage stuck in one call cannot be stopped cleanly: its open window is left to Kafka's
+ * transaction timeout and the store's compare-and-set, and the supervisor restarts us. */
+static void watchdog(const hc_config_t *cfg, const hc_pipeline_t *pl)
+{
+    const char *name = "stage";
+    int64_t stalled = hc_pipeline_stalled_ms(pl, hc_now_ms(), &name);
+    if (cfg->watchdog_ms > 0 && stalled > cfg->watchdog_ms) {
+        hc_log(HC_LOG_ERROR, name,
+               "no progress for %lld ms (watchdog.ms=%lld): stuck in a librdkafka or store call; "
+               "exiting with status %d for the supervisor to restart",
+               (long long)stalled, (long long)cfg->watchdog_ms, HC_EXIT_WATCHDOG);
+        _exit(HC_EXIT_WATCHDOG);
+    }
 }
 
 static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, int n2)
@@ -76,6 +92,7 @@ static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, in
         while (!atomic_load(&hc_cli_stop)) {
             struct timespec ts = {0, 100 * 1000000};
             nanosleep(&ts, NULL);
+            watchdog(&cli.cfg, pl);
         }
         err = hc_pipeline_stop(pl, errstr, sizeof(errstr));
     }

@@ -123,6 +123,10 @@ static const key_def_t keys[] = {
             "likes/s at which stage 1 logs a post as hot"),
     KEY_I64("hotkeys.leave.rate", hotkeys_leave_rate, "500", 0, 1000000000, NULL,
             "likes/s below which a hot post is logged as cool again (< hotkeys.enter.rate)"),
+    /* Above the transaction timeout (60 s) and the stores' statement bounds (~45 s), which
+     * bound every call that does not return to the loop. */
+    KEY_I64("watchdog.ms", watchdog_ms, "180000", 0, 86400000, NULL,
+            "a stage stuck this long in one librdkafka or store call exits with status 3; 0: off"),
     KEY_S("metrics.listen", metrics_listen, "127.0.0.1:9464", check_listen,
           "host:port of the Prometheus /metrics endpoint; empty: off"),
     KEY_S("log.level", log_level, "info", check_log_level, "error, warn, info or debug"),

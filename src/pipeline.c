@@ -14,7 +14,8 @@ typedef struct stage_thread {
     pthread_t tid;
     bool started;
     atomic_bool *stop;
-    atomic_int err; /* hc_err_t, written by the thread */
+    atomic_int err;   /* hc_err_t, written by the thread */
+    atomic_bool done; /* the stage's run returned */
     char errstr[512];
 } stage_thread_t;
 
@@ -32,6 +33,7 @@ static void *stage_main(void *arg)
     hc_err_t err = t->s1 ? hc_stage1_run(t->s1, t->stop, t->errstr, sizeof(t->errstr))
                          : hc_stage2_run(t->s2, t->stop, t->errstr, sizeof(t->errstr));
     atomic_store(&t->err, err);
+    atomic_store(&t->done, true);
     if (err != HC_OK) {
         atomic_store(t->stop, true);
     }
@@ -132,6 +134,24 @@ bool hc_pipeline_wait_settled(hc_pipeline_t *pl, int settle_ms, int timeout_ms)
         nanosleep(&ts, NULL);
     }
     return false;
+}
+
+int64_t hc_pipeline_stalled_ms(const hc_pipeline_t *pl, int64_t now_ms, const char **name)
+{
+    int64_t worst = 0;
+    for (int i = 0; i < pl->n; i++) {
+        const stage_thread_t *t = &pl->stages[i];
+        int64_t beat = t->s1 ? hc_stage1_heartbeat_ms(t->s1) : hc_stage2_heartbeat_ms(t->s2);
+        /* a stage that has not started or has already returned is not stalled */
+        if (beat == 0 || atomic_load(&t->done)) {
+            continue;
+        }
+        if (now_ms - beat > worst) {
+            worst = now_ms - beat;
+            *name = t->s1 ? "stage1" : "stage2";
+        }
+    }
+    return worst;
 }
 
 hc_err_t hc_pipeline_stop(hc_pipeline_t *pl, char *errstr, size_t errstr_size)

@@ -37,6 +37,8 @@ struct hc_stage1 {
     int64_t *next_offsets; /* owned: next offset per raw partition in this window, or NO_OFFSET */
     int32_t next_offsets_cap;
     atomic_int assigned; /* partitions in our assignment; read by other threads */
+    /* hc_now_ms() of the loop's last sign of life; the watchdog reads it from another thread */
+    atomic_int_fast64_t heartbeat_ms;
     int64_t unpublished; /* messages polled but not yet added to metrics->events_consumed */
     bool in_txn;
     int64_t window_start_ms;
@@ -107,6 +109,11 @@ hc_err_t hc_stage1_new(const hc_config_t *cfg, const char *instance_id, hc_metri
 fail:
     hc_stage1_destroy(s1);
     return HC_ERR_INVALID;
+}
+
+int64_t hc_stage1_heartbeat_ms(const hc_stage1_t *s1)
+{
+    return atomic_load(&s1->heartbeat_ms);
 }
 
 int hc_stage1_assigned(const hc_stage1_t *s1)
@@ -299,6 +306,7 @@ static hc_err_t abort_window(hc_stage1_t *s1, bool rewind, const char *why, char
             return HC_ERR_FATAL;
         }
         rd_kafka_poll(s1->producer, TXN_RETRY_MS);
+        atomic_store(&s1->heartbeat_ms, hc_now_ms()); /* retrying is not hanging */
     }
     hc_metric_add(s1->metrics->txn_abort, 1);
     hc_hotkeys_reset(s1->hk);
@@ -324,6 +332,7 @@ static hc_err_t abort_window(hc_stage1_t *s1, bool rewind, const char *why, char
         }                                                                                          \
         hc_log(HC_LOG_WARN, (s1)->name, "retrying: %s", (errstr));                                 \
         rd_kafka_poll((s1)->producer, TXN_RETRY_MS);                                               \
+        atomic_store(&(s1)->heartbeat_ms, hc_now_ms());                                            \
     }
 
 /* The window's hottest posts to the metrics, and one log line per post crossing the
@@ -498,6 +507,7 @@ static hc_err_t handle_message(hc_stage1_t *s1, const rd_kafka_message_t *rkm, c
 hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, size_t errstr_size)
 {
     const hc_config_t *cfg = s1->cfg;
+    atomic_store(&s1->heartbeat_ms, hc_now_ms());
     hc_err_t err =
         hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, 60000), errstr, errstr_size);
     for (int attempt = 0; err == HC_ERR_TRANSIENT && attempt < 10 && !atomic_load(stop);
@@ -524,6 +534,7 @@ hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, s
 
     err = HC_OK;
     while (!atomic_load_explicit(stop, memory_order_relaxed)) {
+        atomic_store(&s1->heartbeat_ms, hc_now_ms());
         int timeout = 100;
         if (s1->in_txn) {
             int64_t left = s1->window_start_ms + cfg->flush_ms - hc_now_ms();

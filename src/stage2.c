@@ -40,7 +40,9 @@ struct hc_stage2 {
     hc_table_t *tbl;      /* owned */
     part_state_t *parts;  /* owned, indexed by partition */
     int32_t parts_cap;
-    atomic_int assigned;      /* read by other threads */
+    atomic_int assigned; /* read by other threads */
+    /* hc_now_ms() of the loop's last sign of life; the watchdog reads it from another thread */
+    atomic_int_fast64_t heartbeat_ms;
     hc_store_delta_t *deltas; /* owned scratch for batches */
     size_t deltas_cap;
     hc_store_offset_t *offsets; /* owned scratch for batches */
@@ -111,6 +113,11 @@ hc_err_t hc_stage2_new(const hc_config_t *cfg, const char *instance_id, hc_metri
 fail:
     hc_stage2_destroy(s2);
     return err;
+}
+
+int64_t hc_stage2_heartbeat_ms(const hc_stage2_t *s2)
+{
+    return atomic_load(&s2->heartbeat_ms);
 }
 
 int hc_stage2_assigned(const hc_stage2_t *s2)
@@ -204,6 +211,7 @@ static hc_err_t assign_from_store(hc_stage2_t *s2,
         hc_log(HC_LOG_WARN, s2->name, "reading offsets: %s; retrying in %" PRId64 " ms", errstr,
                backoff);
         sleep_ms(backoff);
+        atomic_store(&s2->heartbeat_ms, hc_now_ms()); /* waiting out an outage is not hanging */
         backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
     }
     if (err != HC_OK) {
@@ -508,6 +516,7 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
 {
     const hc_config_t *cfg = s2->cfg;
     s2->stop = stop;
+    atomic_store(&s2->heartbeat_ms, hc_now_ms());
     hc_err_t err = hc_store_init_schema(s2->st, errstr, errstr_size);
     if (err != HC_OK) {
         return err;
@@ -527,6 +536,7 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
 
     err = HC_OK;
     while (!atomic_load_explicit(stop, memory_order_relaxed)) {
+        atomic_store(&s2->heartbeat_ms, hc_now_ms());
         int64_t now = hc_now_ms();
         int timeout = 100;
         if (s2->retry_pending) {

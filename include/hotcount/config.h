@@ -54,6 +54,7 @@ typedef struct hc_config {
     char *store_redis_prefix;
     int64_t hotkeys_enter_rate; /* likes/s */
     int64_t hotkeys_leave_rate;
+    int64_t watchdog_ms;  /* 0 = off */
     char *metrics_listen; /* "" = off */
     char *log_level;
     char *log_format;

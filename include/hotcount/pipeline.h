@@ -27,6 +27,10 @@ hc_err_t hc_pipeline_start(const hc_config_t *cfg, int n1, int n2, hc_metrics_t 
  * stayed so for settle_ms. False on timeout or when a stage failed. */
 bool hc_pipeline_wait_settled(hc_pipeline_t *pl, int settle_ms, int timeout_ms);
 
+/* How long the least lively running stage has shown no progress (0 when all are fine or none
+ * runs yet); name gets that stage ("stage1" or "stage2"). For the watchdog. */
+int64_t hc_pipeline_stalled_ms(const hc_pipeline_t *pl, int64_t now_ms, const char **name);
+
 /* True when some stage stopped with an error; errstr gets the first one. */
 bool hc_pipeline_failed(const hc_pipeline_t *pl, char *errstr, size_t errstr_size);
 

@@ -37,11 +37,15 @@ hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, s
 void hc_stage1_destroy(hc_stage1_t *s1);
 /* Partitions assigned to this stage instance now (any thread). */
 int hc_stage1_assigned(const hc_stage1_t *s1);
+/* hc_now_ms() when the stage's loop last showed progress (any thread; 0 before it runs). A call
+ * into librdkafka or the store that hangs stops it from moving: the watchdog's input. */
+int64_t hc_stage1_heartbeat_ms(const hc_stage1_t *s1);
 
 hc_err_t hc_stage2_new(const hc_config_t *cfg, const char *instance_id, hc_metrics_t *metrics,
                        hc_stage2_t **s2p, char *errstr, size_t errstr_size);
 hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, size_t errstr_size);
 void hc_stage2_destroy(hc_stage2_t *s2);
 int hc_stage2_assigned(const hc_stage2_t *s2);
+int64_t hc_stage2_heartbeat_ms(const hc_stage2_t *s2);
 
 #endif

@@ -43,6 +43,7 @@ static const char *const all_keys[] = {
     "store.redis.prefix",
     "hotkeys.enter.rate",
     "hotkeys.leave.rate",
+    "watchdog.ms",
     "metrics.listen",
     "log.level",
     "log.format",
