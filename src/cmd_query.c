@@ -4,10 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "cmds.h"
+#include "hotcount/kafka.h"
 #include "hotcount/store.h"
+#include "hotcount/table.h"
 
 static hc_store_t *open_store(const hc_cli_t *cli, int *status)
 {
@@ -112,8 +115,70 @@ int hc_cmd_get(int argc, char **argv)
 static const hc_cli_opt_t top_opts[] = {
     {"count", 'n', "N", "how many posts (default 10)"},
     {"json", 0, NULL, "one JSON object per post"},
+    {"live", 'l', NULL, "refresh in the terminal with each post's likes per second"},
+    {"interval", 0, "SECONDS", "--live refresh interval (default 1)"},
+    {"iterations", 0, "N", "--live: stop after N refreshes (default 0: until Ctrl-C)"},
     {NULL, 0, NULL, NULL},
 };
+
+/* --live: the store's top posts every interval, each post's rate from the change of its count
+ * since the previous refresh (so it shows what is hot now, whichever process counted it). */
+static int top_live(hc_store_t *st, size_t n, double interval, uint64_t iterations)
+{
+    hc_store_row_t *rows = calloc(n, sizeof(*rows));
+    hc_table_t *prev = hc_table_new(n);
+    hc_table_t *next = hc_table_new(n);
+    int status = HC_EXIT_OK;
+    if (!rows || !prev || !next) {
+        fprintf(stderr, "hotcount top: out of memory\n");
+        status = HC_EXIT_FAILED;
+        goto done;
+    }
+    hc_cli_install_signals();
+    int64_t prev_ms = 0;
+    for (uint64_t it = 0; !atomic_load(&hc_cli_stop) && (iterations == 0 || it < iterations);
+         it++) {
+        if (it > 0) {
+            struct timespec ts = {(time_t)interval,
+                                  (long)((interval - (double)(time_t)interval) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+        size_t count = 0;
+        char errstr[512];
+        if (hc_store_top(st, n, rows, &count, errstr, sizeof(errstr)) != HC_OK) {
+            fprintf(stderr, "hotcount top: %s\n", errstr);
+            status = HC_EXIT_FAILED;
+            break;
+        }
+        int64_t now_ms = hc_now_ms();
+        double dt = prev_ms ? (double)(now_ms - prev_ms) / 1000.0 : 0;
+        printf("\033[H\033[2Jhotcount top --live: %zu posts, every %.1f s (Ctrl-C stops)\n\n"
+               "%4s  %-24s %12s %12s\n",
+               count, interval, "#", "post", "likes", "likes/s");
+        hc_table_clear(next);
+        for (size_t i = 0; i < count; i++) {
+            const hc_table_entry_t *was = hc_table_find(prev, rows[i].post_id, rows[i].post_id_len);
+            char rate[32] = "-";
+            if (was && dt > 0) {
+                snprintf(rate, sizeof(rate), "%.0f", (double)(rows[i].likes - was->delta) / dt);
+            }
+            printf("%4zu  %-24.*s %12" PRId64 " %12s\n", i + 1, (int)rows[i].post_id_len,
+                   rows[i].post_id, rows[i].likes, rate);
+            hc_table_add(next, rows[i].post_id, rows[i].post_id_len, rows[i].likes, 1, HC_TS_NONE,
+                         HC_TS_NONE);
+        }
+        fflush(stdout);
+        hc_table_t *swap = prev;
+        prev = next;
+        next = swap;
+        prev_ms = now_ms;
+    }
+done:
+    hc_table_destroy(prev);
+    hc_table_destroy(next);
+    free(rows);
+    return status;
+}
 
 static const hc_cli_cmd_t top_cmd = {
     "top", "", "Prints the N largest counts in the store, largest first.", top_opts};
@@ -125,16 +190,24 @@ int hc_cmd_top(int argc, char **argv)
     if (status >= 0) {
         return status;
     }
-    uint64_t n;
-    if (!hc_cli_u64(&cli, "count", 10, &n) || n == 0 || n > 100000) {
-        if (n == 0 || n > 100000) {
-            fprintf(stderr, "hotcount top: -n must be within 1..100000\n");
-        }
+    uint64_t n = 0, iterations = 0;
+    double interval = 1;
+    if (!hc_cli_u64(&cli, "count", 10, &n) || !hc_cli_u64(&cli, "iterations", 0, &iterations) ||
+        !hc_cli_double(&cli, "interval", 1, &interval)) {
+        hc_cli_fini(&cli);
+        return HC_EXIT_USAGE;
+    }
+    if (n == 0 || n > 100000 || interval < 0.1 || interval > 3600) {
+        fprintf(stderr, "hotcount top: -n must be within 1..100000 and --interval within "
+                        "0.1..3600\n");
         hc_cli_fini(&cli);
         return HC_EXIT_USAGE;
     }
     hc_store_t *st = open_store(&cli, &status);
-    if (st) {
+    if (st && hc_cli_has(&cli, "live")) {
+        status = top_live(st, n, interval, iterations);
+        hc_store_close(st);
+    } else if (st) {
         hc_store_row_t *rows = calloc(n, sizeof(*rows));
         size_t count = 0;
         char errstr[512];

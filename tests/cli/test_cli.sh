@@ -56,6 +56,10 @@ check init_is_repeatable 0 'initialised' -- "$hc" init --no-topics -X store=sqli
 check get_unknown_post_is_zero 0 $'^p1\t0$' -- "$hc" get -X store=sqlite:"$tmp/c.db" p1
 check get_json 0 '"post_id": ?"p1".*"likes": ?0' -- "$hc" get --json -X store=sqlite:"$tmp/c.db" p1
 check top_of_empty_store 0 '' -- "$hc" top -n 5 -X store=sqlite:"$tmp/c.db"
+sqlite3 "$tmp/c.db" "INSERT INTO hotcount_counts VALUES ('p7', 42, 0), ('p8', 5, 0)"
+check top_orders_by_count 0 $'^p7\t42$' -- "$hc" top -n 1 -X store=sqlite:"$tmp/c.db"
+check top_live_refreshes_with_rates 0 'p7 +42 +0$' -- "$hc" top --live --iterations 2 --interval 0.1 -X store=sqlite:"$tmp/c.db"
+check top_rejects_bad_interval 2 'interval' -- "$hc" top --live --interval 0 -X store=sqlite:"$tmp/c.db"
 check options_after_posts_apply 2 'X store: "mysql' -- "$hc" get p2 -X store=mysql://x
 check get_all_of_empty_store 0 '' -- "$hc" get --all -X store=sqlite:"$tmp/c.db"
 
