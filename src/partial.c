@@ -119,6 +119,35 @@ size_t hc_partial_encode(const hc_table_entry_t *ent, char *buf, size_t buf_size
     return len;
 }
 
+size_t hc_count_encode(const char *post_id, size_t post_id_len, int64_t likes, int64_t as_of_ms,
+                       char *buf, size_t buf_size)
+{
+    writer_t w;
+    size_t len;
+
+    if (buf == NULL || buf_size == 0) {
+        return 0;
+    }
+    w.p = buf;
+    w.end = buf + buf_size;
+    w.overflow = false;
+    PUT_LITERAL(&w, "{\"post_id\":\"");
+    put_escaped(&w, post_id, post_id_len);
+    PUT_LITERAL(&w, "\",\"likes\":");
+    put_int64(&w, likes);
+    PUT_LITERAL(&w, ",\"as_of\":");
+    put_int64(&w, as_of_ms);
+    PUT_LITERAL(&w, "}");
+    if (w.overflow) {
+        return 0;
+    }
+    len = (size_t)(w.p - buf);
+    if (len < buf_size) {
+        buf[len] = '\0';
+    }
+    return len;
+}
+
 static const char *type_name(const json_t *v)
 {
     switch (json_typeof(v)) {

@@ -35,10 +35,11 @@ struct hc_stage2 {
     const hc_config_t *cfg;
     hc_metrics_t *metrics;
     char name[160];
-    rd_kafka_t *consumer; /* owned */
-    hc_store_t *st;       /* owned */
-    hc_table_t *tbl;      /* owned */
-    part_state_t *parts;  /* owned, indexed by partition */
+    rd_kafka_t *consumer;  /* owned */
+    rd_kafka_t *changelog; /* owned; NULL when topic.counts is off */
+    hc_store_t *st;        /* owned */
+    hc_table_t *tbl;       /* owned */
+    part_state_t *parts;   /* owned, indexed by partition */
     int32_t parts_cap;
     atomic_int assigned; /* read by other threads */
     /* hc_now_ms() of the loop's last sign of life; the watchdog reads it from another thread */
@@ -46,6 +47,10 @@ struct hc_stage2 {
     hc_store_delta_t *deltas; /* owned scratch for batches */
     size_t deltas_cap;
     hc_store_offset_t *offsets; /* owned scratch for batches */
+    /* owned scratch for the changelog, deltas_cap long */
+    const char **ids;
+    size_t *lens;
+    int64_t *totals;
     bool window_open;
     int64_t window_start_ms;
     int64_t window_events;
@@ -107,6 +112,13 @@ hc_err_t hc_stage2_new(const hc_config_t *cfg, const char *instance_id, hc_metri
         err = HC_ERR_INVALID;
         goto fail;
     }
+    if (cfg->topic_counts[0]) {
+        s2->changelog = hc_kafka_new(cfg, HC_KAFKA_ROLE_PRODUCER, NULL, errstr, errstr_size);
+        if (!s2->changelog) {
+            err = HC_ERR_INVALID;
+            goto fail;
+        }
+    }
     *s2p = s2;
     return HC_OK;
 
@@ -133,6 +145,13 @@ void hc_stage2_destroy(hc_stage2_t *s2)
     if (s2->consumer) {
         rd_kafka_destroy(s2->consumer);
     }
+    if (s2->changelog) {
+        rd_kafka_flush(s2->changelog, 10000); /* the last batch's totals */
+        rd_kafka_destroy(s2->changelog);
+    }
+    free(s2->ids);
+    free(s2->lens);
+    free(s2->totals);
     hc_store_close(s2->st);
     hc_table_destroy(s2->tbl);
     free(s2->parts);
@@ -294,6 +313,71 @@ static void set_paused(hc_stage2_t *s2, bool paused)
     }
 }
 
+static hc_err_t grow_scratch(hc_stage2_t *s2, size_t n)
+{
+    size_t cap = n < 1024 ? 1024 : n;
+    hc_store_delta_t *deltas = realloc(s2->deltas, cap * sizeof(*deltas));
+    if (deltas) {
+        s2->deltas = deltas;
+    }
+    const char **ids = realloc(s2->ids, cap * sizeof(*ids));
+    if (ids) {
+        s2->ids = ids;
+    }
+    size_t *lens = realloc(s2->lens, cap * sizeof(*lens));
+    if (lens) {
+        s2->lens = lens;
+    }
+    int64_t *totals = realloc(s2->totals, cap * sizeof(*totals));
+    if (totals) {
+        s2->totals = totals;
+    }
+    if (!deltas || !ids || !lens || !totals) {
+        return HC_ERR_FATAL;
+    }
+    s2->deltas_cap = cap;
+    return HC_OK;
+}
+
+/* After a committed batch: the new total of every post it changed, to topic.counts. The totals
+ * are read back after the commit; a post's partials all land in one partials partition, so
+ * only this instance writes it until a rebalance, and a total read a little later is only
+ * newer. A compacted topic keeps the latest total per post, so a batch whose read fails is made
+ * good by the post's next change (logged, not retried). */
+static void publish_changelog(hc_stage2_t *s2, size_t n, int64_t as_of_ms)
+{
+    if (!s2->changelog || n == 0) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        s2->ids[i] = s2->deltas[i].post_id;
+        s2->lens[i] = s2->deltas[i].post_id_len;
+    }
+    char errstr[512];
+    if (hc_store_get(s2->st, s2->ids, s2->lens, n, s2->totals, errstr, sizeof(errstr)) != HC_OK) {
+        hc_log(HC_LOG_WARN, s2->name, "changelog: reading %zu totals: %s", n, errstr);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char buf[HC_PARTIAL_MAX_BYTES];
+        size_t len =
+            hc_count_encode(s2->ids[i], s2->lens[i], s2->totals[i], as_of_ms, buf, sizeof(buf));
+        rd_kafka_resp_err_t err;
+        while ((err = rd_kafka_producev(s2->changelog, RD_KAFKA_V_TOPIC(s2->cfg->topic_counts),
+                                        RD_KAFKA_V_KEY(s2->ids[i], s2->lens[i]),
+                                        RD_KAFKA_V_VALUE(buf, len),
+                                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                        RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            rd_kafka_poll(s2->changelog, 10);
+        }
+        if (err) {
+            hc_log(HC_LOG_WARN, s2->name, "changelog: %s", rd_kafka_err2str(err));
+            break;
+        }
+    }
+    rd_kafka_poll(s2->changelog, 0);
+}
+
 /* Event time to store commit, per post of the batch, from its oldest event: an upper bound of
  * each post's freshness, observed with one atomic add per bucket per batch. */
 static void observe_end_to_end(hc_stage2_t *s2, int64_t committed_wall_ms)
@@ -317,15 +401,9 @@ static hc_err_t flush_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
 {
     int64_t t0 = hc_now_ms();
     size_t n = hc_table_count(s2->tbl);
-    if (n > s2->deltas_cap) {
-        size_t cap = n < 1024 ? 1024 : n;
-        hc_store_delta_t *grown = realloc(s2->deltas, cap * sizeof(*grown));
-        if (!grown) {
-            hc_errstr_set(errstr, errstr_size, "out of memory");
-            return HC_ERR_FATAL;
-        }
-        s2->deltas = grown;
-        s2->deltas_cap = cap;
+    if (n > s2->deltas_cap && grow_scratch(s2, n) != HC_OK) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
     }
     for (size_t i = 0; i < n; i++) {
         const hc_table_entry_t *ent = hc_table_entry(s2->tbl, i);
@@ -356,6 +434,7 @@ static hc_err_t flush_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         hc_metrics_stage_flushed(m, HC_METRICS_STAGE2, done_ms, (double)(done_ms - t0) / 1000.0);
         hc_histogram_observe(&m->batch_posts, (double)n);
         observe_end_to_end(s2, batch.now_ms);
+        publish_changelog(s2, n, batch.now_ms);
         for (size_t i = 0; i < n_offsets; i++) {
             s2->parts[s2->offsets[i].partition].start = s2->offsets[i].next;
         }

@@ -34,6 +34,12 @@ typedef struct hc_partial {
  * up to HC_POST_ID_MAX bytes. */
 size_t hc_partial_encode(const hc_table_entry_t *ent, char *buf, size_t buf_size);
 
+/* The changelog record on topic.counts, keyed by post_id:
+ *   {"post_id":"...","likes":N,"as_of":ms}
+ * Returns the length written, or 0 when buf_size is too small (HC_PARTIAL_MAX_BYTES is enough). */
+size_t hc_count_encode(const char *post_id, size_t post_id_len, int64_t likes, int64_t as_of_ms,
+                       char *buf, size_t buf_size);
+
 /* Decodes one partial (with jansson: partials are ~1/1000 of events, not the hot path).
  * Rules: a JSON object without duplicate keys; post_id a string of 1..HC_POST_ID_MAX bytes
  * (after unescaping; \u0000 allowed, so decode inverts encode exactly); delta and events int64

@@ -52,6 +52,7 @@ brokers=$HC_TEST_BROKERS
 topic.raw=t$run.raw
 topic.partials=t$run.partials
 topic.dlq=t$run.dlq
+topic.counts=t$run.counts
 group.stage1=g$run-stage1
 group.stage2=g$run-stage2
 store=$store
@@ -127,5 +128,5 @@ pids=()
 "$hc" get --all "${cfg[@]}" >"$work/store.tsv"
 python3 "$here/../oracle/oracle.py" --brokers "$HC_TEST_BROKERS" --raw "t$run.raw" \
     --dlq "t$run.dlq" --group "g$run-stage1" --store-dump "$work/store.tsv" \
-    --min-events "$events"
+    --min-events "$events" --counts-topic "t$run.counts"
 echo "pipeline on $store_kind${restart:+ with restarts}: exact"

@@ -164,6 +164,8 @@ def main():
     ap.add_argument("--store-dump", required=True, help="`hotcount get --all` output (TSV)")
     ap.add_argument("--max-bytes", type=int, default=4096)
     ap.add_argument("--min-events", type=int, default=0)
+    ap.add_argument("--counts-topic", help="the changelog topic: its latest total per post must "
+                    "equal the store's")
     args = ap.parse_args()
     problems = []
 
@@ -229,6 +231,21 @@ def main():
     if no_reason:
         problems.append(f"{no_reason} dead letters lack a hotcount-error reason")
     print(f"oracle: {args.dlq}: {len(dlq)} records, {len(missing)} missing, {len(extra)} extra")
+
+    if args.counts_topic:
+        latest = {}
+
+        def changelog(m):
+            rec = json.loads(m.value())
+            if rec["post_id"].encode() != m.key():
+                problems.append(f"changelog record keyed {m.key()!r} holds {rec['post_id']!r}")
+            latest[m.key()] = rec["likes"]  # one post, one partition: offsets order its records
+
+        read_topic(args.brokers, args.counts_topic, changelog, isolation="read_uncommitted")
+        stale = [p for p in set(stored) | set(latest) if latest.get(p, 0) != stored.get(p, 0)]
+        for p in stale[:10]:
+            problems.append(f"changelog says {p!r} has {latest.get(p, 0)}, store {stored.get(p, 0)}")
+        print(f"oracle: {args.counts_topic}: {len(latest)} posts, {len(stale)} differ from the store")
 
     c = Consumer({"bootstrap.servers": args.brokers, "group.id": args.group,
                   "enable.auto.commit": False})

@@ -359,10 +359,24 @@ static void decode_rejects_garbage(void **state)
     }
 }
 
+static void count_encode_writes_the_changelog_format(void **state)
+{
+    char buf[HC_PARTIAL_MAX_BYTES];
+    size_t len = hc_count_encode("p\"1\n", 4, -3, 1732950000123, buf, sizeof(buf));
+
+    (void)state;
+    assert_string_equal(buf,
+                        "{\"post_id\":\"p\\\"1\\u000a\",\"likes\":-3,\"as_of\":1732950000123}");
+    assert_int_equal(len, strlen(buf));
+    /* a buffer one byte short is refused, never overrun */
+    assert_int_equal(hc_count_encode("p\"1\n", 4, -3, 1732950000123, buf, len - 1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(encode_writes_exact_format),
+        cmocka_unit_test(count_encode_writes_the_changelog_format),
         cmocka_unit_test(encode_writes_null_ts_when_none),
         cmocka_unit_test(encode_writes_int64_extremes),
         cmocka_unit_test(encode_escapes_quote_backslash_and_control_chars),
