@@ -418,6 +418,30 @@ static void lag_record(struct hc_metrics_lag *lag, int client, const char *topic
     ent->updated_ms = now_ms;
 }
 
+/* A partition's lag from its statistics: librdkafka's consumer_lag when it has one. hotcount
+ * never commits through the consumer (stage 1 commits in its producer's transaction, stage 2 in
+ * the store), so librdkafka 2.0.2 reports consumer_lag -1; then the lag is the distance from
+ * this consumer's position (app_offset) to the end it reads to (the last stable offset under
+ * read_committed, else the high watermark). -1: unknown (not consumed here, no offsets yet). */
+static json_int_t partition_lag(json_t *pobj)
+{
+    json_t *jl = json_object_get(pobj, "consumer_lag");
+    if (json_is_integer(jl) && json_integer_value(jl) >= 0) {
+        return json_integer_value(jl);
+    }
+    json_t *japp = json_object_get(pobj, "app_offset");
+    json_t *jls = json_object_get(pobj, "ls_offset");
+    json_t *jhi = json_object_get(pobj, "hi_offset");
+    json_int_t app = json_is_integer(japp) ? json_integer_value(japp) : -1;
+    json_int_t end = json_is_integer(jls) && json_integer_value(jls) >= 0 ? json_integer_value(jls)
+                     : json_is_integer(jhi)                               ? json_integer_value(jhi)
+                                                                          : -1;
+    if (app < 0 || end < 0) {
+        return -1;
+    }
+    return end > app ? end - app : 0;
+}
+
 /* Applies one parsed report. Called with the lag mutex held. */
 static void lag_apply(struct hc_metrics_lag *lag, const char *name, json_t *topics, int64_t now_ms)
 {
@@ -446,12 +470,11 @@ static void lag_apply(struct hc_metrics_lag *lag, const char *name, json_t *topi
         json_object_foreach(parts, pkey, pobj)
         {
             json_t *jp = json_object_get(pobj, "partition");
-            json_t *jl = json_object_get(pobj, "consumer_lag");
-            if (!json_is_integer(jp) || !json_is_integer(jl)) {
+            if (!json_is_integer(jp)) {
                 continue;
             }
             json_int_t p = json_integer_value(jp);
-            json_int_t value = json_integer_value(jl);
+            json_int_t value = partition_lag(pobj);
             /* partition -1 is librdkafka's internal unassigned queue; lag -1 means unknown
              * (not consumed by this client, or no offsets yet) */
             if (p < 0 || p > INT32_MAX || value < 0) {

@@ -69,6 +69,8 @@ def main():
     def value(name, labels=""):
         return total.get((name, labels), 0.0)
 
+    if not any(n == "hotcount_consumer_lag" for n, _ in total):
+        problems.append("no consumer lag reported (librdkafka statistics every 5 s)")
     if stage == "stage1":
         if value("hotcount_events_total", '{result="ok"}') <= 0:
             problems.append("stage 1 counted no events")

@@ -63,7 +63,7 @@ static const char stats_template[] =
     "        \"0\": {\"partition\": 0, \"broker\": 1, \"leader\": 1, \"desired\": true,\n"
     "               \"unknown\": false, \"msgq_cnt\": 0, \"xmit_msgq_cnt\": 0,\n"
     "               \"fetchq_cnt\": 12, \"fetch_state\": \"active\", \"query_offset\": -1001,\n"
-    "               \"next_offset\": 1200, \"app_offset\": 1200, \"stored_offset\": -1001,\n"
+    "               \"next_offset\": 1200, \"app_offset\": %d, \"stored_offset\": -1001,\n"
     "               \"committed_offset\": 1000, \"eof_offset\": -1001, \"lo_offset\": 0,\n"
     "               \"hi_offset\": 1400, \"ls_offset\": 1400, \"consumer_lag\": %d,\n"
     "               \"consumer_lag_stored\": 400, \"txmsgs\": 0, \"txbytes\": 0,\n"
@@ -89,7 +89,9 @@ static hc_err_t ingest(hc_metrics_t *m, const char *client, int lag0, int lag1, 
                        int64_t now_ms)
 {
     char json[sizeof(stats_template) + 256];
-    int len = snprintf(json, sizeof(json), stats_template, client, lag0, lag1, lag2);
+    /* a partition this client does not consume has no position (-1001) */
+    int app0 = lag0 < 0 ? -1001 : 1200;
+    int len = snprintf(json, sizeof(json), stats_template, client, app0, lag0, lag1, lag2);
     assert_true(len > 0 && (size_t)len < sizeof(json));
     return hc_metrics_ingest_rdkafka_stats_at(m, json, (size_t)len, now_ms);
 }
@@ -585,6 +587,31 @@ static void stats_drop_lag_of_a_client_that_went_quiet(void **state)
     free(text);
 }
 
+/* hotcount commits no offsets through its consumers, so librdkafka 2.0.2 reports consumer_lag
+ * -1 for every partition: the lag comes from the position and the end of the partition. */
+static void stats_derive_lag_from_position_when_librdkafka_has_none(void **state)
+{
+    hc_metrics_t *m = *state;
+    static const char json[] =
+        "{\"name\": \"c#consumer-1\", \"type\": \"consumer\", \"ts\": 1, \"time\": 1,\n"
+        " \"topics\": {\"likes.partials\": {\"topic\": \"likes.partials\", \"partitions\": {\n"
+        "  \"0\": {\"partition\": 0, \"app_offset\": 1200, \"hi_offset\": 1500,\n"
+        "         \"ls_offset\": 1400, \"consumer_lag\": -1},\n"
+        "  \"1\": {\"partition\": 1, \"app_offset\": 90, \"hi_offset\": 90,\n"
+        "         \"ls_offset\": -1, \"consumer_lag\": -1},\n"
+        "  \"2\": {\"partition\": 2, \"app_offset\": -1001, \"hi_offset\": 70,\n"
+        "         \"ls_offset\": 70, \"consumer_lag\": -1}}}}}\n";
+    assert_int_equal(hc_metrics_ingest_rdkafka_stats_at(m, json, sizeof(json) - 1, 1000), HC_OK);
+    char *text = render(m, 1000);
+    /* read_committed reads up to the last stable offset */
+    assert_sample(text, "hotcount_consumer_lag{topic=\"likes.partials\",partition=\"0\"}", "200");
+    /* no stable offset reported: the high watermark */
+    assert_sample(text, "hotcount_consumer_lag{topic=\"likes.partials\",partition=\"1\"}", "0");
+    /* not consumed here: no series */
+    assert_null(sample(text, "hotcount_consumer_lag{topic=\"likes.partials\",partition=\"2\"}"));
+    free(text);
+}
+
 static void stats_keep_one_series_when_a_partition_moves(void **state)
 {
     hc_metrics_t *m = *state;
@@ -824,6 +851,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(stats_keep_one_series_when_a_partition_moves, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(stats_derive_lag_from_position_when_librdkafka_has_none,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(stats_reject_documents_that_are_not_statistics, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(stats_table_is_bounded, setup, teardown),
