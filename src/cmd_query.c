@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "cmds.h"
+#include "hotcount/hotkeys_scrape.h"
 #include "hotcount/kafka.h"
 #include "hotcount/store.h"
 #include "hotcount/table.h"
@@ -118,8 +119,48 @@ static const hc_cli_opt_t top_opts[] = {
     {"live", 'l', NULL, "refresh in the terminal with each post's likes per second"},
     {"interval", 0, "SECONDS", "--live refresh interval (default 1)"},
     {"iterations", 0, "N", "--live: stop after N refreshes (default 0: until Ctrl-C)"},
+    {"from", 0, "HOST:PORT",
+     "--live: show stage 1's hot-key detector from its metrics endpoint instead of the store"},
     {NULL, 0, NULL, NULL},
 };
+
+/* --live --from: stage 1's hot keys (space-saving top-K over its last window) as its metrics
+ * endpoint serves them. */
+static int hot_keys_live(const char *from, size_t n, double interval, uint64_t iterations)
+{
+    hc_scraped_hotkey_t *keys = calloc(n, sizeof(*keys));
+    if (!keys) {
+        fprintf(stderr, "hotcount top: out of memory\n");
+        return HC_EXIT_FAILED;
+    }
+    int status = HC_EXIT_OK;
+    hc_cli_install_signals();
+    for (uint64_t it = 0; !atomic_load(&hc_cli_stop) && (iterations == 0 || it < iterations);
+         it++) {
+        if (it > 0) {
+            struct timespec ts = {(time_t)interval,
+                                  (long)((interval - (double)(time_t)interval) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+        size_t count = 0;
+        char errstr[512];
+        if (hc_hotkeys_scrape(from, 5000, keys, n, &count, errstr, sizeof(errstr)) != HC_OK) {
+            fprintf(stderr, "hotcount top: %s\n", errstr);
+            status = HC_EXIT_FAILED;
+            break;
+        }
+        printf("\033[H\033[2Jhotcount top --live --from %s: stage 1's hottest posts over its "
+               "last window, every %.1f s\n\n%4s  %-24s %12s\n",
+               from, interval, "#", "post", "likes/s");
+        for (size_t i = 0; i < count; i++) {
+            printf("%4zu  %-24.*s %12.0f\n", i + 1, (int)keys[i].post_id_len, keys[i].post_id,
+                   keys[i].events_per_second);
+        }
+        fflush(stdout);
+    }
+    free(keys);
+    return status;
+}
 
 /* --live: the store's top posts every interval, each post's rate from the change of its count
  * since the previous refresh (so it shows what is hot now, whichever process counted it). */
@@ -202,6 +243,13 @@ int hc_cmd_top(int argc, char **argv)
                         "0.1..3600\n");
         hc_cli_fini(&cli);
         return HC_EXIT_USAGE;
+    }
+    if (hc_cli_has(&cli, "from")) {
+        status = hc_cli_has(&cli, "live")
+                     ? hot_keys_live(hc_cli_str(&cli, "from", ""), n, interval, iterations)
+                     : (fprintf(stderr, "hotcount top: --from goes with --live\n"), HC_EXIT_USAGE);
+        hc_cli_fini(&cli);
+        return status;
     }
     hc_store_t *st = open_store(&cli, &status);
     if (st && hc_cli_has(&cli, "live")) {

@@ -106,6 +106,11 @@ if [ "$restart" = "--restart" ]; then
     stop_stage s1-a
     stop_stage s2-a
     echo "stopped s1-a and s2-a mid-stream"
+    # while events flow, stage 1's hot-key detector shows the hottest posts
+    "$hc" top --live --from "${metrics_of[s1-b]}" --iterations 1 >"$work/hot.txt"
+    if ! grep -Eq '^ +1  [0-9]+ +[0-9]+$' "$work/hot.txt"; then
+        echo "FAIL: top --live --from shows no hot post"; cat "$work/hot.txt"; exit 1
+    fi
     start_stage stage1 s1-a
     start_stage stage2 s2-a
 fi

@@ -19,6 +19,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "hotcount/hotkeys_scrape.h"
 #include "hotcount/kafka.h"
 #include "hotcount/metrics_http.h"
 
@@ -159,6 +160,29 @@ static int teardown(void **state)
     hc_metrics_fini(&fx->m);
     free(fx);
     return 0;
+}
+
+/* `top --live --from` reads stage 1's hot keys back through the real endpoint, escapes and
+ * all. */
+static void hot_keys_scrape_back_hottest_first(void **state)
+{
+    fixture_t *fx = *state;
+    hc_hotkey_t keys[2] = {{.post_id = "p\"1\\", .post_id_len = 4, .events_per_second = 5000},
+                           {.post_id = "p2", .post_id_len = 2, .events_per_second = 1200}};
+    hc_metrics_publish_hot_keys(&fx->m, "stage1/t", keys, 2, hc_now_ms());
+    char addr[64], errstr[256];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", fx->port);
+    hc_scraped_hotkey_t got[8];
+    size_t n = 0;
+    assert_int_equal(hc_hotkeys_scrape(addr, 5000, got, 8, &n, errstr, sizeof(errstr)), HC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(got[0].post_id_len, 4);
+    assert_memory_equal(got[0].post_id, "p\"1\\", 4);
+    assert_true(got[0].events_per_second == 5000);
+    assert_string_equal(got[1].post_id, "p2");
+    /* nothing listens on port 1 */
+    assert_int_equal(hc_hotkeys_scrape("127.0.0.1:1", 1000, got, 8, &n, errstr, sizeof(errstr)),
+                     HC_ERR_TRANSIENT);
 }
 
 static void port_zero_picks_a_free_port(void **state)
@@ -405,6 +429,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(port_zero_picks_a_free_port, setup, teardown),
+        cmocka_unit_test_setup_teardown(hot_keys_scrape_back_hottest_first, setup, teardown),
         cmocka_unit_test_setup_teardown(metrics_are_served_as_prometheus_text, setup, teardown),
         cmocka_unit_test_setup_teardown(healthz_answers_ok, setup, teardown),
         cmocka_unit_test_setup_teardown(readyz_follows_the_readiness_rules, setup, teardown),
