@@ -100,63 +100,14 @@ static void print_progress(const progress_t *now, const progress_t *prev, hc_met
     fflush(stdout);
 }
 
-typedef struct check_ctx {
-    const hc_tally_t *tally;
-    unsigned char *seen; /* [posts + 1] */
-    int64_t rows;
-    int64_t mismatches;
-} check_ctx_t;
-
-static void report_mismatch(check_ctx_t *c, const char *post, size_t len, int64_t want, int64_t got)
+static void report_mismatch(const char *post, size_t len, int64_t acked, int64_t stored,
+                            void *opaque)
 {
-    if (c->mismatches++ < 20) {
+    int64_t *shown = opaque;
+    if ((*shown)++ < 20) {
         printf("  mismatch: post %.*s: produced %" PRId64 ", stored %" PRId64 "\n", (int)len, post,
-               want, got);
+               acked, stored);
     }
-}
-
-static bool check_row(const char *post_id, size_t len, int64_t likes, void *opaque)
-{
-    check_ctx_t *c = opaque;
-    c->rows++;
-    char buf[32];
-    char *end = NULL;
-    uint64_t rank = 0;
-    if (len > 0 && len < sizeof(buf)) {
-        memcpy(buf, post_id, len);
-        buf[len] = '\0';
-        rank = strtoull(buf, &end, 10);
-    }
-    if (!end || *end || rank < 1 || rank > c->tally->posts) {
-        report_mismatch(c, post_id, len, 0, likes);
-        return true;
-    }
-    c->seen[rank] = 1;
-    if (c->tally->likes[rank] != likes) {
-        report_mismatch(c, post_id, len, c->tally->likes[rank], likes);
-    }
-    return true;
-}
-
-/* Every stored row matches the tally, and every post the tally moved has a row. */
-static hc_err_t check_store(hc_store_t *st, const hc_tally_t *tally, check_ctx_t *c, char *errstr,
-                            size_t errstr_size)
-{
-    c->tally = tally;
-    c->seen = calloc(tally->posts + 1, 1);
-    if (!c->seen) {
-        return HC_ERR_FATAL;
-    }
-    hc_err_t err = hc_store_foreach(st, check_row, c, errstr, errstr_size);
-    for (uint64_t rank = 1; err == HC_OK && rank <= tally->posts; rank++) {
-        if (!c->seen[rank] && tally->likes[rank] != 0) {
-            char post[24];
-            int len = snprintf(post, sizeof(post), "%" PRIu64, rank);
-            report_mismatch(c, post, (size_t)len, tally->likes[rank], 0);
-        }
-    }
-    free(c->seen);
-    return err;
 }
 
 int hc_cmd_demo(int argc, char **argv)
@@ -333,19 +284,20 @@ int hc_cmd_demo(int argc, char **argv)
     int64_t dlq = hc_metric_get(metrics.events_invalid);
     printf("dead-letter topic: %" PRId64 " malformed events (%" PRId64 " sent)\n", dlq, invalid);
 
-    check_ctx_t check = {0};
-    if (check_store(st, &tally, &check, errstr, sizeof(errstr)) != HC_OK) {
+    int64_t rows = 0, mismatches = 0, shown = 0;
+    if (hc_tally_compare(&tally, st, &rows, &mismatches, report_mismatch, &shown, errstr,
+                         sizeof(errstr)) != HC_OK) {
         goto fail;
     }
     int64_t failed = atomic_load(&tally.failed);
-    if (check.mismatches == 0 && dlq == invalid && failed == 0 &&
+    if (mismatches == 0 && dlq == invalid && failed == 0 &&
         hc_metric_get(metrics.events_ok) == valid) {
-        printf("verify: exact (%" PRId64 " posts, 0 mismatches)\n", check.rows);
+        printf("verify: exact (%" PRId64 " posts, 0 mismatches)\n", rows);
         status = HC_EXIT_OK;
     } else {
         printf("verify: FAILED (%" PRId64 " posts, %" PRId64 " mismatches, %" PRId64 " of %" PRId64
                " malformed in the DLQ, %" PRId64 " deliveries failed)\n",
-               check.rows, check.mismatches, dlq, invalid, failed);
+               rows, mismatches, dlq, invalid, failed);
         status = HC_EXIT_FAILED;
     }
     goto done;

@@ -34,6 +34,71 @@ void hc_tally_fini(hc_tally_t *tally)
     }
 }
 
+typedef struct compare_ctx {
+    const hc_tally_t *tally;
+    unsigned char *seen; /* [posts + 1] */
+    int64_t rows;
+    int64_t mismatches;
+    hc_tally_report_fn report;
+    void *opaque;
+} compare_ctx_t;
+
+static void mismatch(compare_ctx_t *c, const char *post_id, size_t len, int64_t acked,
+                     int64_t stored)
+{
+    c->mismatches++;
+    if (c->report) {
+        c->report(post_id, len, acked, stored, c->opaque);
+    }
+}
+
+static bool compare_row(const char *post_id, size_t len, int64_t likes, void *opaque)
+{
+    compare_ctx_t *c = opaque;
+    char buf[24];
+    char *end = NULL;
+    uint64_t rank = 0;
+    c->rows++;
+    if (len > 0 && len < sizeof(buf)) {
+        memcpy(buf, post_id, len);
+        buf[len] = '\0';
+        rank = strtoull(buf, &end, 10);
+    }
+    if (!end || *end || rank < 1 || rank > c->tally->posts) {
+        mismatch(c, post_id, len, 0, likes); /* not a post the generator named */
+    } else {
+        c->seen[rank] = 1;
+        if (c->tally->likes[rank] != likes) {
+            mismatch(c, post_id, len, c->tally->likes[rank], likes);
+        }
+    }
+    return true;
+}
+
+hc_err_t hc_tally_compare(const hc_tally_t *tally, hc_store_t *st, int64_t *rows,
+                          int64_t *mismatches, hc_tally_report_fn report, void *opaque,
+                          char *errstr, size_t errstr_size)
+{
+    compare_ctx_t c = {.tally = tally, .report = report, .opaque = opaque};
+    c.seen = calloc(tally->posts + 1, 1);
+    if (!c.seen) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
+    }
+    hc_err_t err = hc_store_foreach(st, compare_row, &c, errstr, errstr_size);
+    for (uint64_t rank = 1; err == HC_OK && rank <= tally->posts; rank++) {
+        if (!c.seen[rank] && tally->likes[rank] != 0) {
+            char post[24];
+            int len = snprintf(post, sizeof(post), "%" PRIu64, rank);
+            mismatch(&c, post, (size_t)len, tally->likes[rank], 0);
+        }
+    }
+    free(c.seen);
+    *rows = c.rows;
+    *mismatches = c.mismatches;
+    return err;
+}
+
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
 {
     (void)rk;

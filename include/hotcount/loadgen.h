@@ -17,6 +17,7 @@
 
 #include "hotcount/config.h"
 #include "hotcount/err.h"
+#include "hotcount/store.h"
 
 typedef struct hc_loadgen_opts {
     uint64_t events;      /* how many to send (valid + malformed) */
@@ -50,6 +51,16 @@ void hc_tally_fini(hc_tally_t *tally);
  * fatal error. */
 hc_err_t hc_loadgen_run(const hc_config_t *cfg, const hc_loadgen_opts_t *opts, hc_tally_t *tally,
                         const atomic_bool *stop, char *errstr, size_t errstr_size);
+
+/* Compares every stored count with the tally: a stored post the generator never named, or whose
+ * count differs, and a post the tally moved that has no row, are mismatches; report (may be
+ * NULL) is called for each. rows counts the stored posts. The demo's and the in-process tests'
+ * oracle: it does not depend on hotcount's parser. */
+typedef void (*hc_tally_report_fn)(const char *post_id, size_t post_id_len, int64_t acked,
+                                   int64_t stored, void *opaque);
+hc_err_t hc_tally_compare(const hc_tally_t *tally, hc_store_t *st, int64_t *rows,
+                          int64_t *mismatches, hc_tally_report_fn report, void *opaque,
+                          char *errstr, size_t errstr_size);
 
 /* Number of distinct malformed event shapes the generator cycles through. */
 #define HC_LOADGEN_INVALID_KINDS 12
