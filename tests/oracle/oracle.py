@@ -21,6 +21,28 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 
 MAX_POST_ID = 256
+MAX_DEPTH = 64  # hotcount's addition to the contract: deeper messages are "too_deep"
+
+# Integers longer than Python's default 4300-digit limit are still JSON (event.max.bytes may be
+# up to 1 MiB).
+sys.set_int_max_str_digits(0)
+
+
+class NegativeZero(int):
+    """The literal -0: numerically 0, but written with a minus sign, so not a non-negative
+    integer literal for post_id (hotcount's documented reading of the contract)."""
+
+
+def _parse_int(text):
+    return NegativeZero(0) if text.lstrip("-") == "0" and text.startswith("-") else int(text)
+
+
+def _depth(obj):
+    if isinstance(obj, dict):
+        return 1 + max((_depth(v) for v in obj.values()), default=0)
+    if isinstance(obj, list):
+        return 1 + max((_depth(v) for v in obj), default=0)
+    return 0
 
 
 class Invalid(Exception):
@@ -69,18 +91,23 @@ def validate(value, max_bytes):
     if text.startswith("\ufeff"):
         raise Invalid("not_json")
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
+                         parse_int=_parse_int)
     except Invalid:
         raise
-    except (ValueError, RecursionError):
+    except RecursionError:
+        raise Invalid("too_deep")
+    except ValueError:
         raise Invalid("not_json")
+    if _depth(obj) > MAX_DEPTH:
+        raise Invalid("too_deep")
     _check_strings(obj)
     if not isinstance(obj, dict):
         raise Invalid("not_object")
     if "post_id" not in obj:
         raise Invalid("missing_post_id")
     pid = obj["post_id"]
-    if isinstance(pid, bool):
+    if isinstance(pid, (bool, NegativeZero)):
         raise Invalid("bad_post_id_type")
     if isinstance(pid, int):  # json.loads makes 1.0 and 1e3 floats: only integer literals
         if pid < 0:

@@ -23,7 +23,7 @@
  *      supported"); RFC 8259 allows it, and so does the fast parser.
  *   D5 raw NUL after a token: jansson's stream cannot push a NUL byte back, so a raw 0x00
  *      directly after a number or true/false/null is silently dropped (e.g. [1<NUL>] loads);
- *      the fast parser says not_json.
+ *      the fast parser says not_json, or trailing_garbage when the token is the whole document.
  * Invalid-message reasons are coarser here: jansson reports only its first error, in
  * document order and including duplicate keys, and most syntax errors map to not_json. Only
  * the valid/invalid verdict and, on valid input, the event fields are meant to agree; field

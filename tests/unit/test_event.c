@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "event_divergence.h"
 #include "event_ref.h"
 #include "hotcount/event.h"
 
@@ -1555,251 +1556,20 @@ static void mutate(struct rng *r, struct out *o)
     }
 }
 
-enum {
-    DIV_BIG = 1 << 0,        /* D1 */
-    DIV_DEEP = 1 << 1,       /* D2 */
-    DIV_MINUS_ZERO = 1 << 2, /* D3 */
-    DIV_NUL_KEY = 1 << 3,    /* D4 */
-    DIV_NUL_TOKEN = 1 << 4,  /* D5 */
-    DIV_KINDS = 5,
-};
-
-static bool is_num_char(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
-}
-
-/* Lexical look at a (possibly broken) input for the constructs behind the documented
- * divergences. It also writes a normalised copy in which jansson and the fast parser should
- * agree again: each integer -0 becomes " 0" (what jansson reads), each integer outside int64
- * becomes 1 or -1, each real that overflows a double becomes 1.5. When the lexical view is
- * wrong (mutated input), the normalised comparison fails and the case is reported, never
- * silently forgiven. */
-static unsigned divergence_of(const unsigned char *s, size_t n, char *norm, size_t *norm_len)
-{
-    unsigned flags = 0;
-    bool in_str = false;
-    int depth = 0;
-    int max_depth = 0;
-    size_t m = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = s[i];
-        if (in_str) {
-            norm[m++] = (char)c;
-            if (c == '\\') {
-                if (i + 5 < n && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0) {
-                    flags |= DIV_NUL_KEY;
-                }
-                if (i + 1 < n) {
-                    norm[m++] = (char)s[++i];
-                }
-            } else if (c == '"') {
-                in_str = false;
-            }
-            continue;
-        }
-        if (c == '-' || (c >= '0' && c <= '9')) {
-            char tok[2048];
-            const char *subst = NULL;
-            size_t j = i;
-            size_t k;
-            while (j < n && is_num_char(s[j])) {
-                j++;
-            }
-            k = j - i < sizeof(tok) - 1 ? j - i : sizeof(tok) - 1;
-            memcpy(tok, s + i, k);
-            tok[k] = '\0';
-            if (strcmp(tok, "-0") == 0) {
-                flags |= DIV_MINUS_ZERO;
-                subst = " 0";
-            } else if (k > 0 && strspn(tok + (tok[0] == '-'), "0123456789") ==
-                                    strlen(tok + (tok[0] == '-'))) {
-                errno = 0;
-                (void)strtoll(tok, NULL, 10);
-                if (errno == ERANGE) {
-                    flags |= DIV_BIG;
-                    subst = tok[0] == '-' ? "-1" : "1";
-                }
-            } else if (isinf(strtod(tok, NULL))) {
-                flags |= DIV_BIG;
-                subst = "1.5";
-            }
-            if (subst != NULL) {
-                memcpy(norm + m, subst, strlen(subst));
-                m += strlen(subst);
-            } else {
-                memcpy(norm + m, s + i, j - i);
-                m += j - i;
-            }
-            i = j - 1;
-            continue;
-        }
-        norm[m++] = (char)c;
-        if (c == '"') {
-            in_str = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > max_depth) {
-                max_depth = depth;
-            }
-        } else if (c == ']' || c == '}') {
-            depth--;
-        } else if (c == 0 && i > 0 &&
-                   ((s[i - 1] >= '0' && s[i - 1] <= '9') || s[i - 1] == 'e' || s[i - 1] == 'l')) {
-            flags |= DIV_NUL_TOKEN;
-        }
-    }
-    if (max_depth > HC_EVENT_MAX_DEPTH) {
-        flags |= DIV_DEEP;
-    }
-    *norm_len = m;
-    return flags;
-}
-
-static bool same_event(const hc_event_t *a, const hc_event_t *b)
-{
-    return a->post_id_len == b->post_id_len &&
-           memcmp(a->post_id, b->post_id, a->post_id_len + 1) == 0 && a->delta == b->delta &&
-           a->has_ts == b->has_ts && (!a->has_ts || a->ts == b->ts) &&
-           a->has_user_id == b->has_user_id && a->user_id_len == b->user_id_len &&
-           memcmp(a->user_id, b->user_id, a->user_id_len) == 0;
-}
-
-/* An id that normalisation rewrites: an integer beyond int64, or -0. */
-static bool is_normalised_id(const char *s, size_t n)
-{
-    size_t neg = n > 0 && s[0] == '-';
-    if (n == neg || strspn(s + neg, "0123456789") != n - neg) {
-        return false;
-    }
-    return n - neg >= 19 || (neg && n == 2 && s[1] == '0');
-}
-
-/* Equal but for ids that normalisation rewrote; ts and delta must match exactly. */
-static bool same_event_but_normalised_ids(const hc_event_t *orig, const hc_event_t *norm)
-{
-    hc_event_t a = *orig;
-    if (is_normalised_id(a.post_id, a.post_id_len)) {
-        memcpy(&a.post_id, norm->post_id, sizeof(a.post_id));
-        a.post_id_len = norm->post_id_len;
-    }
-    if (a.has_user_id && is_normalised_id(a.user_id, a.user_id_len)) {
-        memcpy(&a.user_id, norm->user_id, sizeof(a.user_id));
-        a.user_id_len = norm->user_id_len;
-    }
-    return same_event(&a, norm);
-}
-
-static bool is_wellformedness_reason(hc_event_reason_t r)
-{
-    return r == HC_EVENT_NOT_JSON || r == HC_EVENT_NOT_OBJECT || r == HC_EVENT_BAD_UTF8 ||
-           r == HC_EVENT_DUPLICATE_KEY || r == HC_EVENT_TRAILING_GARBAGE || r == HC_EVENT_TOO_DEEP;
-}
-
-struct both {
-    hc_event_reason_t fast_r;
-    hc_event_reason_t ref_r;
-    hc_event_t fast;
-    hc_event_t ref;
-};
-
-/* Runs both parsers. They agree when: on valid input, every field matches; when jansson loaded
- * the text (no well-formedness problem exists), the reasons match exactly; when it did not,
- * the fast parser also found a well-formedness problem. */
-static bool run_both(const char *buf, size_t n, size_t max_bytes, struct both *b)
-{
-    bool ref_loaded;
-
-    memset(&b->fast, 0xa5, sizeof(b->fast));
-    memset(&b->ref, 0x5a, sizeof(b->ref));
-    b->fast_r = hc_event_parse(buf, n, max_bytes, &b->fast);
-    b->ref_r = hc_event_parse_ref(buf, n, max_bytes, &b->ref);
-    ref_loaded = !is_wellformedness_reason(b->ref_r) || b->ref_r == HC_EVENT_NOT_OBJECT;
-    if (ref_loaded) {
-        return b->fast_r == b->ref_r && (b->fast_r != HC_EVENT_OK || same_event(&b->fast, &b->ref));
-    }
-    return is_wellformedness_reason(b->fast_r);
-}
-
-static int jansson_error(const char *buf, size_t n)
-{
-    json_error_t jerr;
-    json_t *root =
-        json_loadb(buf, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
-    if (root != NULL) {
-        json_decref(root);
-        return -1;
-    }
-    return (int)json_error_code(&jerr);
-}
-
-/* D2, D4, D5: divergences that no rewrite of the input removes; forgiven on their symptom. */
-static int explain_unnormalisable(unsigned flags, int jerr, hc_event_reason_t fast_r)
-{
-    if ((flags & DIV_DEEP) && fast_r == HC_EVENT_TOO_DEEP) {
-        return 1;
-    }
-    if ((flags & DIV_NUL_KEY) && jerr == json_error_null_byte_in_key) {
-        return 3;
-    }
-    if ((flags & DIV_NUL_TOKEN) && fast_r == HC_EVENT_NOT_JSON && jerr < 0) {
-        return 4;
-    }
-    return -1;
-}
-
-/* Which documented divergence (index into the D1..D5 list) explains a disagreement, or -1
- * when none does: a bug. Each forgiveness demands its construct and its symptom. */
-static int explain(const char *buf, size_t n, const struct both *orig)
-{
-    static char norm[2 * GEN_CAP];
-    static char scratch[2 * GEN_CAP];
-    static struct both nb;
-    size_t nn;
-    size_t unused;
-    unsigned flags = divergence_of((const unsigned char *)buf, n, norm, &nn);
-    int why = explain_unnormalisable(flags, jansson_error(buf, n), orig->fast_r);
-
-    if (why >= 0 || !(flags & (DIV_BIG | DIV_MINUS_ZERO))) {
-        return why;
-    }
-    /* Size was never the issue (both check it first and agree), so no limit here. The
-     * normalised text may still carry a divergence that no rewrite removes. */
-    if (!run_both(norm, nn, (size_t)-1, &nb) &&
-        explain_unnormalisable(divergence_of((const unsigned char *)norm, nn, scratch, &unused),
-                               jansson_error(norm, nn), nb.fast_r) < 0) {
-        return -1; /* the rest of the document disagrees: not explained */
-    }
-    why = (flags & DIV_BIG) ? 0 : 2;
-    if (orig->fast_r == nb.fast_r &&
-        (orig->fast_r != HC_EVENT_OK || same_event_but_normalised_ids(&orig->fast, &nb.fast))) {
-        return why;
-    }
-    /* what the fast parser rightly says about the token that normalisation replaced */
-    if ((flags & DIV_BIG) &&
-        (orig->fast_r == HC_EVENT_BAD_TS || orig->fast_r == HC_EVENT_POST_ID_TOO_LONG)) {
-        return 0;
-    }
-    if ((flags & DIV_MINUS_ZERO) && orig->fast_r == HC_EVENT_BAD_POST_ID_TYPE) {
-        return 2;
-    }
-    return -1;
-}
-
 static void parse_agrees_with_jansson_reference_on_mutated_events(void **state)
 {
     enum { CASES = 300000 };
     static struct out o;
     struct rng r = {20241130};
     unsigned long fast_count[HC_EVENT_REASON_COUNT] = {0};
-    unsigned long forgiven[DIV_KINDS] = {0};
+    unsigned long forgiven[HC_DIV_KINDS] = {0};
     unsigned long mutated = 0;
     unsigned long failures = 0;
     unsigned long total_forgiven = 0;
     (void)state;
 
     for (int i = 0; i < CASES; i++) {
-        static struct both b;
+        static hc_event_both_t b;
         size_t max_bytes = 1u << 20;
 
         generate_event(&r, &o);
@@ -1811,13 +1581,13 @@ static void parse_agrees_with_jansson_reference_on_mutated_events(void **state)
             max_bytes = o.n - (o.n > 0 && chance(&r, 50)); /* exactly at, or one under */
         }
         char *copy = exact_copy(o.d, o.n);
-        bool agreed = run_both(copy, o.n, max_bytes, &b);
+        bool agreed = hc_event_run_both(copy, o.n, max_bytes, &b);
         free(copy);
         if (agreed) {
             fast_count[b.fast_r]++;
             continue;
         }
-        int why = explain(o.d, o.n, &b);
+        int why = hc_event_divergence_explain(o.d, o.n, &b);
         if (why >= 0) {
             forgiven[why]++;
             total_forgiven++;
