@@ -27,7 +27,7 @@ static const char *parse_label(const char *p, hc_scraped_hotkey_t *k)
     return *p == '"' ? p + 1 : NULL;
 }
 
-size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max)
+static size_t parse_hot_keys(const char *text, hc_scraped_hotkey_t *out, size_t max)
 {
     size_t n = 0;
     for (const char *line = text; line && *line && n < max;) {
@@ -125,7 +125,7 @@ hc_err_t hc_hotkeys_scrape(const char *addr, int timeout_ms, hc_scraped_hotkey_t
         hc_errstr_set(errstr, errstr_size, "%s: not a 200 answer to GET /metrics", addr);
         goto done;
     }
-    *count = hc_hotkeys_parse(body + 4, out, max);
+    *count = parse_hot_keys(body + 4, out, max);
     err = HC_OK;
 done:
     free(buf);

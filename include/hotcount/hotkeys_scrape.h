@@ -20,7 +20,4 @@ typedef struct hc_scraped_hotkey {
 hc_err_t hc_hotkeys_scrape(const char *addr, int timeout_ms, hc_scraped_hotkey_t *out, size_t max,
                            size_t *count, char *errstr, size_t errstr_size);
 
-/* Parses Prometheus text (exposed for tests): the same as above on a body already fetched. */
-size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max);
-
 #endif
