@@ -184,8 +184,6 @@ static void pipeline_counts_every_like_exactly_once(void **state)
     assert_int_equal(hc_metric_get(metrics.events_invalid), invalid);
     assert_int_equal(hc_metric_get(metrics.events_stored), valid);
     assert_int_equal(hc_metric_get(metrics.txn_abort), 0);
-    /* two stage-1 consumers: one post's likes arrive as several partials that stage 2 merges */
-    assert_true(hc_metric_get(metrics.store_keys_written) < hc_metric_get(metrics.partials));
 
     hc_store_t *st = NULL;
     assert_int_equal(hc_store_open(&f->cfg, &st, errstr, sizeof(errstr)), HC_OK);
@@ -196,6 +194,11 @@ static void pipeline_counts_every_like_exactly_once(void **state)
         HC_OK);
     assert_int_equal(mismatches, 0);
     assert_true(rows > 1000);
+    /* A hot post's likes arrive as several partials (from both stage-1 consumers, which share
+     * its salted partitions, and from successive windows) that stage 2 sums into one count:
+     * more partials than posts. Timing-free, unlike counting merges inside one stage-2 window,
+     * which a loaded machine can make vanish. */
+    assert_true(hc_metric_get(metrics.partials) > rows);
     hc_store_close(st);
 
     int64_t bad_headers = 0;
