@@ -197,9 +197,11 @@ start_stage() { # kind instance-id
     live[$!]="$kind $id"
     log_of[$id]=$log
     kind_of[$id]=$kind
-    # metrics.listen port 0 picks a free port; the stage logs which
-    for ((n = 0; n < 100; n++)); do
-        port=$(sed -n 's/.*metrics on http:.* (port \([0-9]*\)).*/\1/p' "$log" | head -n 1)
+    # metrics.listen port 0 picks a free port; the stage logs which. The log file appears only
+    # once the background shell has run its redirection (later still under ASan): wait for it.
+    for ((n = 0; n < 400; n++)); do
+        port=$(sed -n 's/.*metrics on http:.* (port \([0-9]*\)).*/\1/p' "$log" 2>/dev/null |
+            head -n 1)
         [ -z "$port" ] || break
         ours "${pid_of[$id]}" || fail "$id exited at start"
         sleep 0.05
