@@ -59,6 +59,8 @@ store=$store
 store.redis.prefix=likes-$run:
 flush.ms=500
 log.level=warn
+# consumer lag reaches the metrics sooner than with the default 5 s
+kafka.consumer.statistics.interval.ms=1000
 PROPS
 cfg=(-c "$work/hotcount.properties")
 

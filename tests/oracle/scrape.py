@@ -11,6 +11,7 @@ observed) with no store errors. Exit 0 when all hold.
 """
 import re
 import sys
+import time
 import urllib.request
 
 CONTRACT = [
@@ -19,6 +20,8 @@ CONTRACT = [
     "hotcount_consumer_lag", "hotcount_end_to_end_seconds_bucket",
     "hotcount_hot_key_events_per_second",
 ]
+# three of the default statistics.interval.ms (5 s)
+LAG_WAIT_S = 15
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
 
 
@@ -60,17 +63,25 @@ def scrape(addr, problems):
 
 def main():
     stage, addrs = sys.argv[1], sys.argv[2:]
-    problems = []
-    total = {}
-    for addr in addrs:
-        for key, v in scrape(addr, problems).items():
-            total[key] = total.get(key, 0.0) + v
+    # Consumer lag comes from librdkafka's statistics, which arrive on a timer: a stream that
+    # ends before a client's first report has none yet. Wait for it, bounded.
+    deadline = time.monotonic() + LAG_WAIT_S
+    while True:
+        problems = []
+        total = {}
+        for addr in addrs:
+            for key, v in scrape(addr, problems).items():
+                total[key] = total.get(key, 0.0) + v
+        has_lag = any(n == "hotcount_consumer_lag" for n, _ in total)
+        if has_lag or problems or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
 
     def value(name, labels=""):
         return total.get((name, labels), 0.0)
 
-    if not any(n == "hotcount_consumer_lag" for n, _ in total):
-        problems.append("no consumer lag reported (librdkafka statistics every 5 s)")
+    if not has_lag:
+        problems.append(f"no consumer lag reported within {LAG_WAIT_S} s")
     if stage == "stage1":
         if value("hotcount_events_total", '{result="ok"}') <= 0:
             problems.append("stage 1 counted no events")
