@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hotcount/changelog.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 #include "hotcount/partial.h"
@@ -35,11 +36,11 @@ struct hc_stage2 {
     const hc_config_t *cfg;
     hc_metrics_t *metrics;
     char name[160];
-    rd_kafka_t *consumer;  /* owned */
-    rd_kafka_t *changelog; /* owned; NULL when topic.counts is off */
-    hc_store_t *st;        /* owned */
-    hc_table_t *tbl;       /* owned */
-    part_state_t *parts;   /* owned, indexed by partition */
+    rd_kafka_t *consumer;      /* owned */
+    hc_changelog_t *changelog; /* owned; NULL when topic.counts is off */
+    hc_store_t *st;            /* owned */
+    hc_table_t *tbl;           /* owned */
+    part_state_t *parts;       /* owned, indexed by partition */
     int32_t parts_cap;
     atomic_int assigned; /* read by other threads */
     /* hc_now_ms() of the loop's last sign of life; the watchdog reads it from another thread */
@@ -61,6 +62,10 @@ struct hc_stage2 {
     int64_t backoff_ms;
     /* a partial arrived while paused and did not fit: re-assign at `next` after the flush */
     bool rewind_after_flush;
+    /* partitions were taken over (or a changelog record was lost): republish the totals the
+     * changelog may lack before its marks move again; see changelog.h */
+    bool repair_pending;
+    int64_t repair_at_ms;
     const atomic_bool *stop; /* borrowed from hc_stage2_run's caller */
     hc_err_t cb_err;
     char cb_errstr[512];
@@ -112,12 +117,9 @@ hc_err_t hc_stage2_new(const hc_config_t *cfg, const char *instance_id, hc_metri
         err = HC_ERR_INVALID;
         goto fail;
     }
-    if (cfg->topic_counts[0]) {
-        s2->changelog = hc_kafka_new(cfg, HC_KAFKA_ROLE_PRODUCER, NULL, errstr, errstr_size);
-        if (!s2->changelog) {
-            err = HC_ERR_INVALID;
-            goto fail;
-        }
+    err = hc_changelog_new(cfg, s2->name, &s2->changelog, errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail;
     }
     *s2p = s2;
     return HC_OK;
@@ -145,10 +147,7 @@ void hc_stage2_destroy(hc_stage2_t *s2)
     if (s2->consumer) {
         rd_kafka_destroy(s2->consumer);
     }
-    if (s2->changelog) {
-        rd_kafka_flush(s2->changelog, 10000); /* the last batch's totals */
-        rd_kafka_destroy(s2->changelog);
-    }
+    hc_changelog_destroy(s2->changelog); /* after the consumer: its marks are committed */
     free(s2->ids);
     free(s2->lens);
     free(s2->totals);
@@ -250,6 +249,10 @@ static hc_err_t assign_from_store(hc_stage2_t *s2,
         rd_kafka_topic_partition_list_add(list, partitions->elems[i].topic, ids[i])->offset =
             stored[i] == HC_OFFSET_NONE ? RD_KAFKA_OFFSET_BEGINNING : stored[i];
     }
+    if (s2->changelog && n > 0) {
+        s2->repair_pending = true;
+        s2->repair_at_ms = 0;
+    }
     rd_kafka_resp_err_t rerr = rd_kafka_assign(s2->consumer, list);
     if (rerr) {
         hc_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(rerr));
@@ -342,11 +345,10 @@ static hc_err_t grow_scratch(hc_stage2_t *s2, size_t n)
 /* After a committed batch: the new total of every post it changed, to topic.counts. The totals
  * are read back after the commit; a post's partials all land in one partials partition, so
  * only this instance writes it until a rebalance, and a total read a little later is only
- * newer. A compacted topic keeps the latest total per post, so a batch whose read fails is made
- * good by the post's next change (logged, not retried). */
-static void publish_changelog(hc_stage2_t *s2, size_t n, int64_t as_of_ms)
+ * newer. A batch whose totals cannot be read is left to a repair (changelog.h). */
+static void publish_changelog(hc_stage2_t *s2, size_t n, size_t n_offsets, int64_t as_of_ms)
 {
-    if (!s2->changelog || n == 0) {
+    if (!s2->changelog) {
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -354,28 +356,60 @@ static void publish_changelog(hc_stage2_t *s2, size_t n, int64_t as_of_ms)
         s2->lens[i] = s2->deltas[i].post_id_len;
     }
     char errstr[512];
-    if (hc_store_get(s2->st, s2->ids, s2->lens, n, s2->totals, errstr, sizeof(errstr)) != HC_OK) {
-        hc_log(HC_LOG_WARN, s2->name, "changelog: reading %zu totals: %s", n, errstr);
+    if (n > 0 &&
+        hc_store_get(s2->st, s2->ids, s2->lens, n, s2->totals, errstr, sizeof(errstr)) != HC_OK) {
+        hc_log(HC_LOG_WARN, s2->name, "changelog: reading %zu totals: %s; will repair", n, errstr);
+        s2->repair_pending = true;
+        s2->repair_at_ms = hc_now_ms() + BACKOFF_MAX_MS;
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        char buf[HC_PARTIAL_MAX_BYTES];
-        size_t len =
-            hc_count_encode(s2->ids[i], s2->lens[i], s2->totals[i], as_of_ms, buf, sizeof(buf));
-        rd_kafka_resp_err_t err;
-        while ((err = rd_kafka_producev(s2->changelog, RD_KAFKA_V_TOPIC(s2->cfg->topic_counts),
-                                        RD_KAFKA_V_KEY(s2->ids[i], s2->lens[i]),
-                                        RD_KAFKA_V_VALUE(buf, len),
-                                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                        RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            rd_kafka_poll(s2->changelog, 10);
-        }
-        if (err) {
-            hc_log(HC_LOG_WARN, s2->name, "changelog: %s", rd_kafka_err2str(err));
-            break;
+    hc_changelog_publish(s2->changelog, s2->ids, s2->lens, s2->totals, n, as_of_ms, s2->offsets,
+                         n_offsets);
+}
+
+/* Republishes what the changelog may lack for the assigned partitions: from its marks in Kafka
+ * to the store's offsets. A failure is retried later; the marks stay put meanwhile. */
+static hc_err_t repair_changelog(hc_stage2_t *s2, char *errstr, size_t errstr_size)
+{
+    size_t n = 0;
+    for (int32_t p = 0; p < s2->parts_cap; p++) {
+        n += s2->parts[p].assigned;
+    }
+    int32_t *ids = calloc(n + 1, sizeof(*ids));
+    int64_t *stored = calloc(n + 1, sizeof(*stored));
+    hc_changelog_range_t *ranges = calloc(n + 1, sizeof(*ranges));
+    hc_err_t err = HC_ERR_FATAL;
+    if (!ids || !stored || !ranges) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        goto done;
+    }
+    n = 0;
+    for (int32_t p = 0; p < s2->parts_cap; p++) {
+        if (s2->parts[p].assigned) {
+            ids[n] = p;
+            stored[n++] = s2->parts[p].start;
         }
     }
-    rd_kafka_poll(s2->changelog, 0);
+    size_t count = 0;
+    err = hc_changelog_ranges(s2->changelog, s2->consumer, ids, stored, n, ranges, &count, errstr,
+                              errstr_size);
+    if (err == HC_OK) {
+        err = hc_changelog_repair(s2->changelog, s2->st, ranges, count, errstr, errstr_size);
+    }
+    atomic_store(&s2->heartbeat_ms, hc_now_ms());
+    if (err == HC_OK) {
+        s2->repair_pending = false;
+    } else if (err == HC_ERR_TRANSIENT) {
+        hc_log(HC_LOG_WARN, s2->name, "changelog repair: %s; retrying in %d ms", errstr,
+               BACKOFF_MAX_MS);
+        s2->repair_at_ms = hc_now_ms() + BACKOFF_MAX_MS;
+        err = HC_OK;
+    }
+done:
+    free(ids);
+    free(stored);
+    free(ranges);
+    return err;
 }
 
 /* Event time to store commit, per post of the batch, from its oldest event: an upper bound of
@@ -434,7 +468,7 @@ static hc_err_t flush_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         hc_metrics_stage_flushed(m, HC_METRICS_STAGE2, done_ms, (double)(done_ms - t0) / 1000.0);
         hc_histogram_observe(&m->batch_posts, (double)n);
         observe_end_to_end(s2, batch.now_ms);
-        publish_changelog(s2, n, batch.now_ms);
+        publish_changelog(s2, n, n_offsets, batch.now_ms);
         for (size_t i = 0; i < n_offsets; i++) {
             s2->parts[s2->offsets[i].partition].start = s2->offsets[i].next;
         }
@@ -517,6 +551,9 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
     s2->retry_pending = false;
     s2->rewind_after_flush = false;
+    if (s2->changelog && !s2->repair_pending) {
+        hc_changelog_drain(s2->changelog, rk, 5000);
+    }
     hc_metrics_stage_released(s2->metrics, HC_METRICS_STAGE2);
     for (int32_t p = 0; p < s2->parts_cap; p++) {
         s2->parts[p].assigned = false;
@@ -657,6 +694,18 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
                 break;
             }
         }
+        if (s2->changelog) {
+            if (hc_changelog_needs_repair(s2->changelog) && !s2->repair_pending) {
+                s2->repair_pending = true;
+                s2->repair_at_ms = 0;
+            }
+            if (!s2->repair_pending) {
+                hc_changelog_poll(s2->changelog, s2->consumer);
+            } else if (hc_now_ms() >= s2->repair_at_ms &&
+                       (err = repair_changelog(s2, errstr, errstr_size)) != HC_OK) {
+                break;
+            }
+        }
         if ((err = hc_kafka_fatal_check(s2->consumer, errstr, errstr_size)) != HC_OK) {
             break;
         }
@@ -674,6 +723,9 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
     if (err != HC_OK && s2->cb_err == HC_OK) {
         s2->cb_err = err;
         snprintf(s2->cb_errstr, sizeof(s2->cb_errstr), "%s", errstr);
+    }
+    if (s2->changelog && !s2->repair_pending) {
+        hc_changelog_drain(s2->changelog, s2->consumer, 10000);
     }
     rd_kafka_consumer_close(s2->consumer);
     if (err == HC_OK && s2->cb_err != HC_OK) {
