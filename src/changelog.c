@@ -16,7 +16,7 @@
 #define REPAIR_CHUNK 1000
 /* distinct posts a repair holds before publishing them */
 #define REPAIR_KEYS 65536
-/* a repair that cannot read its ranges or deliver its records in this long gives up for now */
+/* a repair that cannot deliver its records in this long gives up for now */
 #define REPAIR_TIMEOUT_MS 30000
 
 struct hc_changelog {
@@ -200,9 +200,8 @@ bool hc_changelog_needs_repair(const hc_changelog_t *cl)
 }
 
 hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int32_t *partitions,
-                             const int64_t *stored_next, size_t count,
-                             hc_changelog_range_t *ranges_out, size_t *range_count_out,
-                             char *errstr, size_t errstr_size)
+                             const int64_t *stored_next, size_t count, hc_topic_range_t *ranges_out,
+                             size_t *range_count_out, char *errstr, size_t errstr_size)
 {
     *range_count_out = 0;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)count + 1);
@@ -236,7 +235,7 @@ hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int
             }
             from = to - HC_CHANGELOG_REPAIR_MAX;
         }
-        ranges_out[n++] = (hc_changelog_range_t){partitions[i], from, to};
+        ranges_out[n++] = (hc_topic_range_t){partitions[i], from, to};
     }
     rd_kafka_topic_partition_list_destroy(list);
     *range_count_out = n;
@@ -273,83 +272,40 @@ static hc_err_t publish_current(hc_changelog_t *cl, hc_store_t *st, const hc_tab
     return HC_OK;
 }
 
-/* Reads the ranges' partials, collecting their posts in tbl and publishing whenever it fills. */
-static hc_err_t read_ranges(hc_changelog_t *cl, rd_kafka_t *reader, hc_store_t *st, hc_table_t *tbl,
-                            const hc_changelog_range_t *ranges, size_t count, char *errstr,
-                            size_t errstr_size)
+typedef struct collect_ctx {
+    hc_changelog_t *cl;
+    hc_store_t *st;
+    hc_table_t *tbl;
+    size_t posts; /* published so far */
+    char *errstr;
+    size_t errstr_size;
+} collect_ctx_t;
+
+/* Collects one partial's post, publishing the collected ones whenever the table fills. */
+static hc_err_t collect_post(const rd_kafka_message_t *rkm, void *opaque)
 {
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)count);
-    for (size_t i = 0; i < count; i++) {
-        rd_kafka_topic_partition_list_add(list, cl->cfg->topic_partials, ranges[i].partition)
-            ->offset =
-            ranges[i].from == HC_OFFSET_NONE ? RD_KAFKA_OFFSET_BEGINNING : ranges[i].from;
+    collect_ctx_t *ctx = opaque;
+    hc_partial_t partial;
+    char why[256];
+    if (hc_partial_decode(rkm->payload, rkm->payload ? rkm->len : 0, &partial, why, sizeof(why)) !=
+        HC_OK) {
+        return HC_OK; /* stage 2 skipped it too */
     }
-    rd_kafka_resp_err_t rerr = rd_kafka_assign(reader, list);
-    rd_kafka_topic_partition_list_destroy(list);
-    if (rerr) {
-        hc_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(rerr));
-        return HC_ERR_TRANSIENT;
+    hc_err_t err =
+        hc_table_add(ctx->tbl, partial.post_id, partial.post_id_len, 0, 1, HC_TS_NONE, HC_TS_NONE);
+    if (err == HC_ERR_FULL) {
+        ctx->posts += hc_table_count(ctx->tbl);
+        err = publish_current(ctx->cl, ctx->st, ctx->tbl, ctx->errstr, ctx->errstr_size);
+        hc_table_clear(ctx->tbl);
+        if (err == HC_OK) {
+            err = hc_table_add(ctx->tbl, partial.post_id, partial.post_id_len, 0, 1, HC_TS_NONE,
+                               HC_TS_NONE);
+        }
     }
-    bool *done = calloc(count, sizeof(*done));
-    if (!done) {
-        hc_errstr_set(errstr, errstr_size, "out of memory");
-        return HC_ERR_FATAL;
-    }
-    size_t left = count;
-    hc_err_t err = HC_OK;
-    int64_t deadline = hc_now_ms() + REPAIR_TIMEOUT_MS;
-    while (left > 0 && err == HC_OK) {
-        if (hc_now_ms() > deadline) {
-            hc_errstr_set(errstr, errstr_size, "re-reading partials timed out");
-            err = HC_ERR_TRANSIENT;
-            break;
-        }
-        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(reader, 100);
-        if (!rkm) {
-            continue;
-        }
-        size_t r = 0;
-        while (r < count && ranges[r].partition != rkm->partition) {
-            r++;
-        }
-        if (r == count || done[r]) {
-            rd_kafka_message_destroy(rkm);
-            continue;
-        }
-        if (rkm->err == RD_KAFKA_RESP_ERR__PARTITION_EOF ||
-            (!rkm->err && rkm->offset >= ranges[r].to)) {
-            done[r] = true; /* the end of the range, or of the committed log */
-            left--;
-        } else if (rkm->err) {
-            hc_log(HC_LOG_WARN, cl->name, "changelog repair: %s", rd_kafka_message_errstr(rkm));
-        } else {
-            hc_partial_t partial;
-            char why[256];
-            if (hc_partial_decode(rkm->payload, rkm->payload ? rkm->len : 0, &partial, why,
-                                  sizeof(why)) == HC_OK) {
-                err = hc_table_add(tbl, partial.post_id, partial.post_id_len, 0, 1, HC_TS_NONE,
-                                   HC_TS_NONE);
-                if (err == HC_ERR_FULL) {
-                    err = publish_current(cl, st, tbl, errstr, errstr_size);
-                    hc_table_clear(tbl);
-                    if (err == HC_OK) {
-                        err = hc_table_add(tbl, partial.post_id, partial.post_id_len, 0, 1,
-                                           HC_TS_NONE, HC_TS_NONE);
-                    }
-                }
-            }
-            if (rkm->offset + 1 >= ranges[r].to) {
-                done[r] = true;
-                left--;
-            }
-        }
-        rd_kafka_message_destroy(rkm);
-    }
-    free(done);
     return err;
 }
 
-hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_changelog_range_t *ranges,
+hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_range_t *ranges,
                              size_t count, char *errstr, size_t errstr_size)
 {
     if (count == 0) {
@@ -366,8 +322,11 @@ hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_change
         }
         goto done;
     }
-    err = read_ranges(cl, reader, st, tbl, ranges, count, errstr, errstr_size);
+    collect_ctx_t ctx = {cl, st, tbl, 0, errstr, errstr_size};
+    err = hc_topic_read_ranges(reader, cl->cfg->topic_partials, ranges, count, collect_post, &ctx,
+                               errstr, errstr_size);
     if (err == HC_OK) {
+        ctx.posts += hc_table_count(tbl);
         err = publish_current(cl, st, tbl, errstr, errstr_size);
     }
     if (err == HC_OK) {
@@ -383,7 +342,7 @@ hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_change
         }
         hc_log(HC_LOG_INFO, cl->name,
                "changelog repaired: %zu partitions, %zu posts republished, %" PRId64 " ms", count,
-               hc_table_count(tbl), hc_now_ms() - t0);
+               ctx.posts, hc_now_ms() - t0);
     } else {
         cl->failed = true; /* keeps the marks from moving until a repair succeeds */
     }

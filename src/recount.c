@@ -7,14 +7,9 @@
 #include "hotcount/event.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
+#include "hotcount/topic_read.h"
 
 #define META_TIMEOUT_MS 10000
-
-typedef struct part_range {
-    int64_t low;
-    int64_t high;
-    bool done;
-} part_range_t;
 
 /* Partition count of a topic, from the cluster's metadata. */
 static hc_err_t partition_count(rd_kafka_t *rk, const char *topic, int *count, char *errstr,
@@ -40,81 +35,35 @@ static hc_err_t partition_count(rd_kafka_t *rk, const char *topic, int *count, c
     return ret;
 }
 
-/* Reads [low, high) of every partition of topic, snapshotting high at the start. fn gets each
- * message. */
-typedef hc_err_t (*message_fn)(const rd_kafka_message_t *rkm, void *opaque);
-
-static hc_err_t read_topic(rd_kafka_t *rk, const char *topic, const int64_t *start, message_fn fn,
-                           void *opaque, char *errstr, size_t errstr_size)
+/* Reads [low, high) of every partition of topic (from start[p] instead of low when that is
+ * later), snapshotting high at the start. fn gets each message. */
+static hc_err_t read_topic(rd_kafka_t *rk, const char *topic, const int64_t *start,
+                           hc_topic_message_fn fn, void *opaque, char *errstr, size_t errstr_size)
 {
     int n = 0;
     hc_err_t err = partition_count(rk, topic, &n, errstr, errstr_size);
     if (err != HC_OK) {
         return err;
     }
-    part_range_t *ranges = calloc((size_t)n, sizeof(*ranges));
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
-    int remaining = 0;
+    hc_topic_range_t *ranges = calloc((size_t)n + 1, sizeof(*ranges));
+    if (!ranges) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
+    }
     for (int p = 0; p < n; p++) {
-        rd_kafka_resp_err_t rerr = rd_kafka_query_watermark_offsets(
-            rk, topic, p, &ranges[p].low, &ranges[p].high, META_TIMEOUT_MS);
+        int64_t low, high;
+        rd_kafka_resp_err_t rerr =
+            rd_kafka_query_watermark_offsets(rk, topic, p, &low, &high, META_TIMEOUT_MS);
         if (rerr) {
             hc_errstr_set(errstr, errstr_size, "watermarks of %s/%d: %s", topic, p,
                           rd_kafka_err2str(rerr));
-            err = HC_ERR_TRANSIENT;
-            goto done;
+            free(ranges);
+            return HC_ERR_TRANSIENT;
         }
-        int64_t from = start && start[p] != HC_OFFSET_NONE && start[p] > ranges[p].low
-                           ? start[p]
-                           : ranges[p].low;
-        ranges[p].done = from >= ranges[p].high;
-        if (!ranges[p].done) {
-            rd_kafka_topic_partition_list_add(list, topic, p)->offset = from;
-            remaining++;
-        }
+        int64_t from = start && start[p] != HC_OFFSET_NONE && start[p] > low ? start[p] : low;
+        ranges[p] = (hc_topic_range_t){p, from, high};
     }
-    if (remaining == 0) {
-        goto done;
-    }
-    rd_kafka_assign(rk, list);
-    int64_t idle_since = hc_now_ms();
-    while (remaining > 0) {
-        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rk, 500);
-        if (!rkm) {
-            if (hc_now_ms() - idle_since > 30000) {
-                hc_errstr_set(errstr, errstr_size, "reading %s: no progress for 30 s", topic);
-                err = HC_ERR_TRANSIENT;
-                break;
-            }
-            continue;
-        }
-        idle_since = hc_now_ms();
-        part_range_t *r = rkm->partition < n ? &ranges[rkm->partition] : NULL;
-        if (rkm->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            /* with read_committed, the end may be a transaction marker below high */
-            if (r && !r->done) {
-                r->done = true;
-                remaining--;
-            }
-        } else if (rkm->err) {
-            hc_log(HC_LOG_WARN, "verify", "reading %s: %s", topic, rd_kafka_message_errstr(rkm));
-        } else if (r && !r->done) {
-            if (rkm->offset < r->high) {
-                err = fn(rkm, opaque);
-            }
-            if (rkm->offset + 1 >= r->high) {
-                r->done = true;
-                remaining--;
-            }
-        }
-        rd_kafka_message_destroy(rkm);
-        if (err != HC_OK) {
-            break;
-        }
-    }
-    rd_kafka_assign(rk, NULL);
-done:
-    rd_kafka_topic_partition_list_destroy(list);
+    err = hc_topic_read_ranges(rk, topic, ranges, (size_t)n, fn, opaque, errstr, errstr_size);
     free(ranges);
     return err;
 }

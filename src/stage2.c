@@ -377,7 +377,7 @@ static hc_err_t repair_changelog(hc_stage2_t *s2, char *errstr, size_t errstr_si
     }
     int32_t *ids = calloc(n + 1, sizeof(*ids));
     int64_t *stored = calloc(n + 1, sizeof(*stored));
-    hc_changelog_range_t *ranges = calloc(n + 1, sizeof(*ranges));
+    hc_topic_range_t *ranges = calloc(n + 1, sizeof(*ranges));
     hc_err_t err = HC_ERR_FATAL;
     if (!ids || !stored || !ranges) {
         hc_errstr_set(errstr, errstr_size, "out of memory");

@@ -28,16 +28,9 @@
 #include "hotcount/config.h"
 #include "hotcount/err.h"
 #include "hotcount/store.h"
+#include "hotcount/topic_read.h"
 
 typedef struct hc_changelog hc_changelog_t;
-
-/* A partials range whose posts may be missing from the changelog: [from, to). from is
- * HC_OFFSET_NONE for "from the partition's first offset". */
-typedef struct hc_changelog_range {
-    int32_t partition;
-    int64_t from;
-    int64_t to;
-} hc_changelog_range_t;
 
 /* The most partials one repair re-reads per partition; an older mark (a group that ran without
  * a changelog for a long time) is cut to this, with a warning. */
@@ -69,19 +62,18 @@ void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int timeout_ms
  * then repair), and no mark moves until that succeeds. */
 bool hc_changelog_needs_repair(const hc_changelog_t *cl);
 
-/* The ranges to repair for partitions just taken over: for each partitions[i] whose store
- * offset stored_next[i] is known, [its committed mark, stored_next[i]) when that is not empty.
- * ranges_out has room for count; *range_count_out is how many were written. HC_ERR_TRANSIENT
- * when the marks could not be read (retry later). */
+/* The partials ranges whose posts the changelog may lack, for partitions just taken over: for each
+ * partitions[i] whose store offset stored_next[i] is known, [its committed mark, stored_next[i])
+ * when that is not empty. ranges_out has room for count; *range_count_out is how many were written.
+ * HC_ERR_TRANSIENT when the marks could not be read (retry later). */
 hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int32_t *partitions,
-                             const int64_t *stored_next, size_t count,
-                             hc_changelog_range_t *ranges_out, size_t *range_count_out,
-                             char *errstr, size_t errstr_size);
+                             const int64_t *stored_next, size_t count, hc_topic_range_t *ranges_out,
+                             size_t *range_count_out, char *errstr, size_t errstr_size);
 
 /* Re-reads the partials of the ranges, and publishes the current store total of every post in
  * them; returns once those records are delivered. HC_ERR_TRANSIENT (Kafka or the store is down,
  * or a record was not delivered): nothing is lost, call again later. */
-hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_changelog_range_t *ranges,
+hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_range_t *ranges,
                              size_t count, char *errstr, size_t errstr_size);
 
 #endif
