@@ -27,6 +27,7 @@
 #include "hotcount/log.h"
 #include "hotcount/pipeline.h"
 #include "hotcount/store.h"
+#include "hotcount/topic_read.h"
 
 #define EVENTS 200000
 #define POSTS 20000
@@ -86,56 +87,61 @@ static void report(const char *post_id, size_t len, int64_t acked, int64_t store
     }
 }
 
+typedef struct dlq_tally {
+    const hc_config_t *cfg;
+    int64_t records;
+    int64_t bad_headers;
+} dlq_tally_t;
+
+/* One dead letter: its headers must be the contract's, its reason the one the contract's rules
+ * give for the original bytes. */
+static hc_err_t check_dead_letter(const rd_kafka_message_t *rkm, void *opaque)
+{
+    dlq_tally_t *t = opaque;
+    const hc_config_t *cfg = t->cfg;
+    t->records++;
+    rd_kafka_headers_t *hdrs = NULL;
+    const void *reason = NULL, *source = NULL;
+    size_t reason_len = 0, source_len = 0;
+    bool ok = rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+              rd_kafka_header_get_last(hdrs, "hotcount-error", &reason, &reason_len) ==
+                  RD_KAFKA_RESP_ERR_NO_ERROR &&
+              rd_kafka_header_get_last(hdrs, "hotcount-source", &source, &source_len) ==
+                  RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (ok) {
+        hc_event_t ev;
+        hc_event_reason_t why = hc_event_parse(rkm->payload ? rkm->payload : "", rkm->len,
+                                               (size_t)cfg->event_max_bytes, &ev);
+        const char *want = hc_event_reason_str(why);
+        ok = why != HC_EVENT_OK && strlen(want) == reason_len &&
+             memcmp(want, reason, reason_len) == 0 && source_len > strlen(cfg->topic_raw) + 1 &&
+             memcmp(source, cfg->topic_raw, strlen(cfg->topic_raw)) == 0;
+    }
+    t->bad_headers += !ok;
+    return HC_OK;
+}
+
 /* Reads the whole dead-letter topic; checks each record's headers against the contract. */
 static int64_t read_dlq(const hc_config_t *cfg, int64_t *bad_headers)
 {
     char errstr[512];
     rd_kafka_t *rk = hc_kafka_new(cfg, HC_KAFKA_ROLE_READER, NULL, errstr, sizeof(errstr));
     assert_non_null(rk);
-    rd_kafka_topic_partition_list_t *list =
-        rd_kafka_topic_partition_list_new(cfg->topic_dlq_partitions);
+    hc_topic_range_t ranges[64];
+    assert_true(cfg->topic_dlq_partitions <= 64);
     for (int p = 0; p < cfg->topic_dlq_partitions; p++) {
-        rd_kafka_topic_partition_list_add(list, cfg->topic_dlq, p)->offset =
-            RD_KAFKA_OFFSET_BEGINNING;
+        ranges[p] = (hc_topic_range_t){p, HC_OFFSET_NONE, INT64_MAX};
     }
-    assert_int_equal(rd_kafka_assign(rk, list), RD_KAFKA_RESP_ERR_NO_ERROR);
-    rd_kafka_topic_partition_list_destroy(list);
-    int eofs = 0;
-    int64_t records = 0;
-    *bad_headers = 0;
-    while (eofs < cfg->topic_dlq_partitions) {
-        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rk, 10000);
-        assert_non_null(rkm);
-        if (rkm->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            eofs++;
-        } else {
-            assert_int_equal(rkm->err, RD_KAFKA_RESP_ERR_NO_ERROR);
-            records++;
-            rd_kafka_headers_t *hdrs = NULL;
-            const void *reason = NULL, *source = NULL;
-            size_t reason_len = 0, source_len = 0;
-            bool ok = rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-                      rd_kafka_header_get_last(hdrs, "hotcount-error", &reason, &reason_len) ==
-                          RD_KAFKA_RESP_ERR_NO_ERROR &&
-                      rd_kafka_header_get_last(hdrs, "hotcount-source", &source, &source_len) ==
-                          RD_KAFKA_RESP_ERR_NO_ERROR;
-            if (ok) {
-                /* the reason is the one the contract's rules give for the original bytes */
-                hc_event_t ev;
-                hc_event_reason_t why = hc_event_parse(rkm->payload ? rkm->payload : "", rkm->len,
-                                                       (size_t)cfg->event_max_bytes, &ev);
-                const char *want = hc_event_reason_str(why);
-                ok = why != HC_EVENT_OK && strlen(want) == reason_len &&
-                     memcmp(want, reason, reason_len) == 0 &&
-                     source_len > strlen(cfg->topic_raw) + 1 &&
-                     memcmp(source, cfg->topic_raw, strlen(cfg->topic_raw)) == 0;
-            }
-            *bad_headers += !ok;
-        }
-        rd_kafka_message_destroy(rkm);
+    dlq_tally_t t = {cfg, 0, 0};
+    hc_err_t err =
+        hc_topic_read_ranges(rk, cfg->topic_dlq, ranges, (size_t)cfg->topic_dlq_partitions,
+                             check_dead_letter, &t, errstr, sizeof(errstr));
+    if (err != HC_OK) {
+        fail_msg("reading %s: %s", cfg->topic_dlq, errstr);
     }
     rd_kafka_destroy(rk);
-    return records;
+    *bad_headers = t.bad_headers;
+    return t.records;
 }
 
 static void pipeline_counts_every_like_exactly_once(void **state)
