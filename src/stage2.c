@@ -342,10 +342,8 @@ static hc_err_t grow_scratch(hc_stage2_t *s2, size_t n)
     return HC_OK;
 }
 
-/* After a committed batch: the new total of every post it changed, to topic.counts. The totals
- * are read back after the commit; a post's partials all land in one partials partition, so
- * only this instance writes it until a rebalance, and a total read a little later is only
- * newer. A batch whose totals cannot be read is left to a repair (changelog.h). */
+/* After a committed batch: the new total of every post it changed (as the batch left it, from
+ * the store's apply), to topic.counts. */
 static void publish_changelog(hc_stage2_t *s2, size_t n, size_t n_offsets, int64_t as_of_ms)
 {
     if (!s2->changelog) {
@@ -354,14 +352,6 @@ static void publish_changelog(hc_stage2_t *s2, size_t n, size_t n_offsets, int64
     for (size_t i = 0; i < n; i++) {
         s2->ids[i] = s2->deltas[i].post_id;
         s2->lens[i] = s2->deltas[i].post_id_len;
-    }
-    char errstr[512];
-    if (n > 0 &&
-        hc_store_get(s2->st, s2->ids, s2->lens, n, s2->totals, errstr, sizeof(errstr)) != HC_OK) {
-        hc_log(HC_LOG_WARN, s2->name, "changelog: reading %zu totals: %s; will repair", n, errstr);
-        s2->repair_pending = true;
-        s2->repair_at_ms = hc_now_ms() + BACKOFF_MAX_MS;
-        return;
     }
     hc_changelog_publish(s2->changelog, s2->ids, s2->lens, s2->totals, n, as_of_ms, s2->offsets,
                          n_offsets);
@@ -458,6 +448,7 @@ static hc_err_t flush_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         .deltas = s2->deltas,
         .delta_count = n,
         .now_ms = hc_wall_ms(),
+        .totals_out = s2->changelog ? s2->totals : NULL,
     };
     hc_err_t err = hc_store_apply(s2->st, &batch, errstr, errstr_size);
     hc_metrics_t *m = s2->metrics;

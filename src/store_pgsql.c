@@ -62,6 +62,7 @@
  * the older offsets and re-applies the same partials. */
 #include "store_impl.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <libpq-fe.h>
 #include <limits.h>
@@ -161,7 +162,8 @@ static const struct stmt_def {
                          " SELECT u.post_id, u.likes, to_timestamp($3::float8 / 1000)"
                          " FROM unnest($1, $2) AS u(post_id, likes)"
                          " ON CONFLICT (post_id) DO UPDATE"
-                         " SET likes = c.likes + EXCLUDED.likes, updated_at = EXCLUDED.updated_at",
+                         " SET likes = c.likes + EXCLUDED.likes, updated_at = EXCLUDED.updated_at"
+                         " RETURNING c.post_id, c.likes",
                          3,
                          {OID_TEXT_ARRAY, OID_INT8_ARRAY, OID_INT8}},
     [STMT_COUNTS_GET] = {"hotcount_counts_get",
@@ -215,6 +217,7 @@ typedef struct pgsql_store {
     int64_t wait_ms;            /* client-side bound on one statement */
     scratch_t param[3];         /* binary array parameters of the statement being sent */
     scratch_t deltas;           /* the batch's deltas, sorted and merged */
+    scratch_t totals;           /* the new total of each of them, in the same order */
     scratch_t offsets;          /* the batch's offsets, sorted */
 } pgsql_store_t;
 
@@ -801,6 +804,7 @@ static void pgsql_close(hc_store_t *st)
         free(pst->param[i].data);
     }
     free(pst->deltas.data);
+    free(pst->totals.data);
     free(pst->offsets.data);
     free(pst);
 }
@@ -1080,8 +1084,11 @@ static hc_err_t offsets_move(pgsql_store_t *pst, const hc_store_batch_t *batch,
 }
 
 /* Adds d[0..count) in one statement. */
+static int delta_cmp(const void *a, const void *b);
+
+/* Adds d[0..count) (sorted by delta_cmp, each id once) and sets totals[k] to d[k]'s new total. */
 static hc_err_t counts_add(pgsql_store_t *pst, const hc_store_delta_t *d, size_t count,
-                           int64_t updated_ms, char *errstr, size_t errstr_size)
+                           int64_t updated_ms, int64_t *totals, char *errstr, size_t errstr_size)
 {
     const char *values[3];
     int lengths[3];
@@ -1117,17 +1124,25 @@ static hc_err_t counts_add(pgsql_store_t *pst, const hc_store_delta_t *d, size_t
     lengths[1] = (int)(ARRAY_HEADER + 12 * count);
     values[2] = (const char *)now_be;
     lengths[2] = 8;
-    err = run_prepared(pst, STMT_COUNTS_ADD, values, lengths, PGRES_COMMAND_OK, &res, errstr,
+    err = run_prepared(pst, STMT_COUNTS_ADD, values, lengths, PGRES_TUPLES_OK, &res, errstr,
                        errstr_size);
     if (err != HC_OK) {
         return err;
     }
     /* Every post is inserted or updated exactly once; anything else means the statement is not
      * doing what this file says it does. */
-    if (strtoull(PQcmdTuples(res), NULL, 10) != count) {
-        hc_errstr_set(errstr, errstr_size, "postgresql store: adding deltas: %s rows for %zu posts",
-                      PQcmdTuples(res), count);
+    if ((size_t)PQntuples(res) != count) {
+        hc_errstr_set(errstr, errstr_size, "postgresql store: adding deltas: %d rows for %zu posts",
+                      PQntuples(res), count);
         err = HC_ERR_FATAL;
+    }
+    /* RETURNING's row order is not promised: each row finds its delta by id. */
+    for (int row = 0; err == HC_OK && row < PQntuples(res); row++) {
+        hc_store_delta_t key = {PQgetvalue(res, row, 0), (size_t)PQgetlength(res, row, 0), 0};
+        const hc_store_delta_t *at = bsearch(&key, d, count, sizeof(*d), delta_cmp);
+        if (PQgetisnull(res, row, 0) || at == NULL || !value_i64(res, row, 1, &totals[at - d])) {
+            err = layout_fail(stmt_defs[STMT_COUNTS_ADD].what, errstr, errstr_size);
+        }
     }
     PQclear(res);
     return err;
@@ -1253,6 +1268,7 @@ static hc_err_t pgsql_apply(hc_store_t *st, const hc_store_batch_t *batch, char 
     pgsql_store_t *pst = pgsql_store(st);
     const hc_store_offset_t *offs;
     const hc_store_delta_t *d;
+    int64_t *totals;
     size_t n_deltas;
     size_t n_cas;
     size_t i;
@@ -1303,10 +1319,15 @@ static hc_err_t pgsql_apply(hc_store_t *st, const hc_store_batch_t *batch, char 
         }
     }
     d = pst->deltas.data;
+    if (n_deltas > 0 && !scratch_reserve(&pst->totals, n_deltas * sizeof(int64_t))) {
+        err = out_of_memory(errstr, errstr_size);
+        goto fail_rollback;
+    }
+    totals = pst->totals.data;
     for (i = 0; i < n_deltas; i += PGSQL_APPLY_CHUNK) {
         err = counts_add(pst, d + i,
                          n_deltas - i < PGSQL_APPLY_CHUNK ? n_deltas - i : PGSQL_APPLY_CHUNK,
-                         batch->now_ms, errstr, errstr_size);
+                         batch->now_ms, totals + i, errstr, errstr_size);
         if (err != HC_OK) {
             goto fail_rollback;
         }
@@ -1314,6 +1335,12 @@ static hc_err_t pgsql_apply(hc_store_t *st, const hc_store_batch_t *batch, char 
     err = commit(pst, errstr, errstr_size);
     if (err != HC_OK) {
         goto fail_rollback;
+    }
+    /* Back in the caller's order; a post listed twice was merged into one sorted entry. */
+    for (i = 0; batch->totals_out != NULL && i < batch->delta_count; i++) {
+        const hc_store_delta_t *at = bsearch(&batch->deltas[i], d, n_deltas, sizeof(*d), delta_cmp);
+        assert(at != NULL); /* d holds every id of the batch */
+        batch->totals_out[i] = totals[at - d];
     }
     return HC_OK;
 

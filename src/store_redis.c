@@ -118,7 +118,9 @@
  *   ARGV[5..4+3m] per offset: field, expected ("" = must not exist), next,
  *   then stage: count key, delta, count key, delta...; commit: one delta per KEYS[3..].
  * Staged pairs hold whole count keys, so the commit need not build them (twice) itself.
- * Replies: {1} done; {0, i, stored} offset i conflicts (nothing written); {-1} the staged pairs
+ * Replies: {1} a part staged; {1, total...} committed, each post's new total in batch order
+ * (staged parts first; exact below 2^53, as Lua numbers are doubles); {0, i, stored} offset i
+ * conflicts (nothing written); {-1} the staged pairs
  * are not all there (nothing written); {-2, key} key cannot take INCRBY (nothing written).
  * RPUSH takes 200 arguments at a time: unpack() is bounded by Lua's C stack; 200 is even, so
  * pairs stay whole. LRANGE reads 1000 elements (500 pairs) at a time for the same reason. */
@@ -173,11 +175,13 @@ static const char apply_script[] =
     "  redis.call('DEL', KEYS[2])\n"
     "  return {-2, badkey}\n"
     "end\n"
-    "for i = 1, n do redis.call('INCRBY', KEYS[i + 2], ARGV[first + i - 1]) end\n"
-    "each_staged(function(key, d) redis.call('INCRBY', key, d) end)\n"
+    "local totals = {1}\n"
+    "each_staged(function(key, d) totals[#totals + 1] = redis.call('INCRBY', key, d) end)\n"
+    "for i = 1, n do totals[#totals + 1] = redis.call('INCRBY', KEYS[i + 2], ARGV[first + i - 1]) "
+    "end\n"
     "for i = 0, m - 1 do redis.call('HSET', KEYS[1], ARGV[5 + 3 * i], ARGV[7 + 3 * i]) end\n"
     "redis.call('DEL', KEYS[2])\n"
-    "return {1}\n";
+    "return totals\n";
 
 /* The arguments of one command. Each is copied into buf (NUL-terminated, for readers that like
  * C strings) and located by offset, because buf moves while it grows; args_finish then turns
@@ -1173,9 +1177,10 @@ static void build_part(redis_store_t *rs, const hc_store_batch_t *batch, const c
     }
 }
 
-/* Turns the script's reply into an outcome (see apply_script). */
-static hc_err_t part_outcome(const redisReply *reply, const hc_store_batch_t *batch, char *errstr,
-                             size_t errstr_size)
+/* Turns the script's reply into an outcome (see apply_script); a commit's totals go to the
+ * batch's totals_out. */
+static hc_err_t part_outcome(const redisReply *reply, const hc_store_batch_t *batch, bool commit,
+                             char *errstr, size_t errstr_size)
 {
     const hc_store_offset_t *off;
     const redisReply *stored;
@@ -1188,7 +1193,19 @@ static hc_err_t part_outcome(const redisReply *reply, const hc_store_batch_t *ba
         return unexpected_reply("apply", errstr, errstr_size);
     }
     code = reply->element[0]->integer;
+    if (code == 1 && !commit) {
+        return HC_OK;
+    }
     if (code == 1) {
+        if (reply->elements != 1 + batch->delta_count) {
+            return unexpected_reply("apply", errstr, errstr_size);
+        }
+        for (size_t i = 0; batch->totals_out != NULL && i < batch->delta_count; i++) {
+            if (reply->element[1 + i]->type != REDIS_REPLY_INTEGER) {
+                return unexpected_reply("apply", errstr, errstr_size);
+            }
+            batch->totals_out[i] = reply->element[1 + i]->integer;
+        }
         return HC_OK;
     }
     if (code == 0 && reply->elements == 3 && reply->element[1]->type == REDIS_REPLY_INTEGER &&
@@ -1252,7 +1269,7 @@ static hc_err_t redis_apply(hc_store_t *st, const hc_store_batch_t *batch, char 
         }
         err = run_script(rs, &rs->args, &reply, errstr, errstr_size);
         if (err == HC_OK) {
-            err = part_outcome(reply, batch, errstr, errstr_size);
+            err = part_outcome(reply, batch, last, errstr, errstr_size);
         }
         start = end;
     } while (err == HC_OK && !last);

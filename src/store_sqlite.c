@@ -77,7 +77,7 @@ static const char *const stmt_sql[STMT_COUNT_] = {
     [STMT_COUNT_ADD] =
         "INSERT INTO hotcount_counts (post_id, likes, updated_at) VALUES (?1, ?2, ?3)"
         " ON CONFLICT (post_id) DO UPDATE SET likes = likes + excluded.likes,"
-        " updated_at = excluded.updated_at",
+        " updated_at = excluded.updated_at RETURNING likes",
     [STMT_COUNT_GET] = "SELECT likes FROM hotcount_counts WHERE post_id = ?1",
     /* No index on likes: it would cost a second b-tree update on every delta of every batch,
      * while top is an operator's query; a bounded sort over one scan serves it. */
@@ -468,6 +468,7 @@ static hc_err_t sqlite_apply(hc_store_t *st, const hc_store_batch_t *batch, char
     int64_t stored;
     hc_err_t err;
     size_t i;
+    int rc;
 
     err = ensure_prepared(sst, errstr, errstr_size);
     if (err != HC_OK) {
@@ -508,8 +509,17 @@ static hc_err_t sqlite_apply(hc_store_t *st, const hc_store_batch_t *batch, char
         sqlite3_bind_text(stmt, 1, d->post_id, (int)d->post_id_len, SQLITE_STATIC);
         sqlite3_bind_int64(stmt, 2, d->delta);
         sqlite3_bind_int64(stmt, 3, batch->now_ms);
-        err = stmt_exec(sst, STMT_COUNT_ADD, "adding a delta", errstr, errstr_size);
-        if (err != HC_OK) {
+        /* one row back (the new total), then done */
+        rc = sqlite3_step(stmt);
+        if (rc == SQLITE_ROW) {
+            if (batch->totals_out) {
+                batch->totals_out[i] = sqlite3_column_int64(stmt, 0);
+            }
+            rc = sqlite3_step(stmt);
+        }
+        stmt_done(stmt);
+        if (rc != SQLITE_DONE) {
+            err = sql_fail(sst, rc, "adding a delta", errstr, errstr_size);
             goto fail_rollback;
         }
     }

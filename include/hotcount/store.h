@@ -47,6 +47,10 @@ typedef struct hc_store_batch {
     const hc_store_delta_t *deltas; /* each post at most once */
     size_t delta_count;
     int64_t now_ms; /* updated_at for the written rows */
+    /* Optional, delta_count long: on HC_OK, deltas[i]'s post's total as this batch left it (the
+     * changelog publishes these; reading them back later would cost a round trip). NULL: not
+     * wanted. Valid only on HC_OK. */
+    int64_t *totals_out;
 } hc_store_batch_t;
 
 typedef struct hc_store_row {

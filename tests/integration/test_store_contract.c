@@ -259,12 +259,17 @@ static void apply_sums_deltas(void **state)
     hc_store_delta_t d1[] = {delta(a, 5), delta(b, 1)};
     hc_store_delta_t d2[] = {delta(a, 7), delta(b, -3), delta(c, 2)};
     hc_store_batch_t bt = batch_of(fx, &off, 1, d1, 2);
+    int64_t totals[3] = {-99, -99, -99};
 
     apply_ok(fx, fx->st, &bt);
     off.expected = 10;
     off.next = 20;
     bt = batch_of(fx, &off, 1, d2, 3);
+    bt.totals_out = totals; /* each post's total as this batch left it, in the batch's order */
     apply_ok(fx, fx->st, &bt);
+    assert_int_equal(totals[0], 12);
+    assert_int_equal(totals[1], -2);
+    assert_int_equal(totals[2], 2);
 
     assert_int_equal(likes_of(fx->st, a), 12);
     assert_int_equal(likes_of(fx->st, b), -2); /* unlikes may outrun likes */
@@ -695,8 +700,18 @@ static void large_batch_applies_atomically(void **state)
         d[i].delta = (int64_t)(i % 7) - 3;
     }
     off.expected = 1000;
+    /* Totals come back in the batch's order, also from a batch split in parts (Redis). */
+    int64_t *totals = calloc(LARGE_BATCH, sizeof(*totals));
+    assert_non_null(totals);
+    b.totals_out = totals;
     apply_ok(fx, fx->st, &b);
     assert_int_equal(offset_of(fx, 0), 2000);
+    for (i = 0; i < LARGE_BATCH; i++) {
+        if (totals[i] != 2 + (int64_t)(i % 7) - 3) {
+            fail_msg("post %zu: total reported %lld", i, (long long)totals[i]);
+        }
+    }
+    free(totals);
     for (i = 0; i < LARGE_BATCH; i += 1000) {
         for (j = 0; j < 1000; j++) {
             page_ids[j] = d[i + j].post_id;
