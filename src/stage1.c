@@ -21,6 +21,7 @@
 #include "hotcount/partial.h"
 #include "hotcount/stage.h"
 #include "hotcount/table.h"
+#include "hotcount/window.h"
 
 #define NO_OFFSET (-1)
 /* Back-off between retries of a retriable transactional call. */
@@ -42,6 +43,7 @@ struct hc_stage1 {
     int64_t unpublished; /* messages polled but not yet added to metrics->events_consumed */
     bool in_txn;
     int64_t window_start_ms;
+    int64_t window_due_ms; /* when the open window closes (window.h) */
     int64_t window_ok;
     int64_t window_invalid;
     int64_t window_by_reason[HC_EVENT_REASON_COUNT];
@@ -250,6 +252,7 @@ static hc_err_t begin_window(hc_stage1_t *s1, char *errstr, size_t errstr_size)
     }
     s1->in_txn = true;
     s1->window_start_ms = hc_now_ms();
+    s1->window_due_ms = hc_window_due_ms(s1->window_start_ms, hc_wall_ms(), s1->cfg->flush_ms, 0);
     hc_metrics_stage_input(s1->metrics, HC_METRICS_STAGE1, s1->window_start_ms);
     return HC_OK;
 }
@@ -537,7 +540,7 @@ hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, s
         atomic_store(&s1->heartbeat_ms, hc_now_ms());
         int timeout = 100;
         if (s1->in_txn) {
-            int64_t left = s1->window_start_ms + cfg->flush_ms - hc_now_ms();
+            int64_t left = s1->window_due_ms - hc_now_ms();
             timeout = left <= 0 ? 0 : left < timeout ? (int)left : timeout;
         }
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(s1->consumer, timeout);
@@ -570,7 +573,7 @@ hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, s
             hc_metric_add(s1->metrics->events_consumed, s1->unpublished);
             s1->unpublished = 0;
         }
-        if (s1->in_txn && hc_now_ms() - s1->window_start_ms >= cfg->flush_ms) {
+        if (s1->in_txn && hc_now_ms() >= s1->window_due_ms) {
             err = commit_window(s1, true, errstr, errstr_size);
             if (err == HC_ERR_ABORT) {
                 err = HC_OK;

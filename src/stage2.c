@@ -21,6 +21,7 @@
 #include "hotcount/stage.h"
 #include "hotcount/store.h"
 #include "hotcount/table.h"
+#include "hotcount/window.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -54,6 +55,7 @@ struct hc_stage2 {
     int64_t *totals;
     bool window_open;
     int64_t window_start_ms;
+    int64_t window_due_ms; /* when the open window closes (window.h) */
     int64_t window_events;
     int64_t window_partials;
     /* a failed batch waiting for its retry; the partitions are paused meanwhile */
@@ -611,6 +613,8 @@ static hc_err_t handle_message(hc_stage2_t *s2, const rd_kafka_message_t *rkm, c
     if (!s2->window_open) {
         s2->window_open = true;
         s2->window_start_ms = hc_now_ms();
+        s2->window_due_ms = hc_window_due_ms(s2->window_start_ms, hc_wall_ms(), s2->cfg->flush_ms,
+                                             hc_window_stage2_phase_ms(s2->cfg->flush_ms));
         hc_metrics_stage_input(s2->metrics, HC_METRICS_STAGE2, s2->window_start_ms);
     }
     s2->window_partials++;
@@ -650,7 +654,7 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
             int64_t left = s2->retry_at_ms - now;
             timeout = left <= 0 ? 0 : left < timeout ? (int)left : timeout;
         } else if (s2->window_open) {
-            int64_t left = s2->window_start_ms + cfg->flush_ms - now;
+            int64_t left = s2->window_due_ms - now;
             timeout = left <= 0 ? 0 : left < timeout ? (int)left : timeout;
         }
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(s2->consumer, timeout);
@@ -674,9 +678,8 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
             }
         }
         now = hc_now_ms();
-        bool due = s2->retry_pending
-                       ? now >= s2->retry_at_ms
-                       : s2->window_open && now - s2->window_start_ms >= cfg->flush_ms;
+        bool due = s2->retry_pending ? now >= s2->retry_at_ms
+                                     : s2->window_open && now >= s2->window_due_ms;
         if (due) {
             err = flush_window(s2, errstr, errstr_size);
             if (err == HC_ERR_CONFLICT || err == HC_ERR_TRANSIENT) {
