@@ -12,7 +12,9 @@ typedef struct topic_spec {
     bool compacted;
 } topic_spec_t;
 
-static size_t topic_specs(const hc_config_t *cfg, topic_spec_t specs[4])
+#define MAX_TOPICS 5
+
+static size_t topic_specs(const hc_config_t *cfg, topic_spec_t specs[MAX_TOPICS])
 {
     size_t n = 0;
     specs[n++] = (topic_spec_t){cfg->topic_raw, cfg->topic_raw_partitions, false};
@@ -20,6 +22,9 @@ static size_t topic_specs(const hc_config_t *cfg, topic_spec_t specs[4])
     specs[n++] = (topic_spec_t){cfg->topic_dlq, cfg->topic_dlq_partitions, false};
     if (cfg->topic_counts[0]) {
         specs[n++] = (topic_spec_t){cfg->topic_counts, cfg->topic_counts_partitions, true};
+    }
+    if (cfg->topic_manifest[0]) {
+        specs[n++] = (topic_spec_t){cfg->topic_manifest, cfg->topic_manifest_partitions, false};
     }
     return n;
 }
@@ -31,9 +36,9 @@ hc_err_t hc_admin_create_topics(const hc_config_t *cfg, int timeout_ms, char *er
     if (!rk) {
         return HC_ERR_INVALID;
     }
-    topic_spec_t specs[4];
+    topic_spec_t specs[MAX_TOPICS];
     size_t n = topic_specs(cfg, specs);
-    rd_kafka_NewTopic_t *topics[4] = {NULL};
+    rd_kafka_NewTopic_t *topics[MAX_TOPICS] = {NULL};
     hc_err_t err = HC_OK;
     char rderr[256];
     for (size_t i = 0; i < n; i++) {
@@ -117,7 +122,7 @@ hc_err_t hc_mock_start(hc_mock_t *mock, const hc_config_t *cfg, int brokers, cha
         return HC_ERR_FATAL;
     }
     mock->bootstraps = rd_kafka_mock_cluster_bootstraps(mock->mcluster);
-    topic_spec_t specs[4];
+    topic_spec_t specs[MAX_TOPICS];
     size_t n = topic_specs(cfg, specs);
     for (size_t i = 0; i < n; i++) {
         rd_kafka_resp_err_t err =

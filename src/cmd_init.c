@@ -14,7 +14,8 @@ static const hc_cli_opt_t init_opts[] = {
 
 static const hc_cli_cmd_t init_cmd = {
     "init", "",
-    "Creates topic.raw, topic.partials, topic.dlq and topic.counts (if set; compacted) with "
+    "Creates topic.raw, topic.partials, topic.dlq, topic.counts (if set; compacted) and "
+    "topic.manifest (if set) with "
     "topic.<name>.partitions partitions and topic.replication.factor, and the store schema. "
     "Existing topics and tables are left as they are.",
     init_opts};

@@ -69,6 +69,10 @@ static bool check_listen(const key_def_t *def, const char *value, int64_t num, c
                          size_t errstr_size);
 static bool check_log_level(const key_def_t *def, const char *value, int64_t num, char *errstr,
                             size_t errstr_size);
+static bool check_serve_listen(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                               size_t errstr_size);
+static bool check_serve_stages(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                               size_t errstr_size);
 static bool check_log_format(const key_def_t *def, const char *value, int64_t num, char *errstr,
                              size_t errstr_size);
 
@@ -86,6 +90,8 @@ static const key_def_t keys[] = {
           "dead-letter topic for invalid events"),
     KEY_S("topic.counts", topic_counts, "", NULL,
           "compacted topic of final counts from stage 2; empty: off"),
+    KEY_S("topic.manifest", topic_manifest, "", NULL,
+          "stage 1's offset ranges, one record per transaction (for audits); empty: off"),
     KEY_I32("topic.raw.partitions", topic_raw_partitions, "16", 1, MAX_PARTITIONS, NULL,
             "`hotcount init` partitions of topic.raw"),
     KEY_I32("topic.partials.partitions", topic_partials_partitions, "8", 1, MAX_PARTITIONS, NULL,
@@ -94,6 +100,8 @@ static const key_def_t keys[] = {
             "`hotcount init` partitions of topic.dlq"),
     KEY_I32("topic.counts.partitions", topic_counts_partitions, "8", 1, MAX_PARTITIONS, NULL,
             "`hotcount init` partitions of topic.counts"),
+    KEY_I32("topic.manifest.partitions", topic_manifest_partitions, "1", 1, MAX_PARTITIONS, NULL,
+            "`hotcount init` partitions of topic.manifest"),
     /* 32767: Kafka's replication factor is an int16 on the wire. */
     KEY_I32("topic.replication.factor", topic_replication_factor, "-1", -1, 32767,
             check_replication, "`hotcount init` replication; -1: the broker's default"),
@@ -132,6 +140,21 @@ static const key_def_t keys[] = {
     KEY_S("log.level", log_level, "info", check_log_level, "error, warn, info or debug"),
     KEY_S("log.format", log_format, "text", check_log_format,
           "text, or json for one JSON object per line"),
+    KEY_S("serve.listen", serve_listen, "127.0.0.1:8080", check_serve_listen,
+          "`hotcount serve`: host:port of the HTTP read API, its live page and /metrics"),
+    /* HTTP caching speaks whole seconds; below 1 ms a cache saves nothing. */
+    KEY_I64("serve.ttl.ms", serve_ttl_ms, "20", 1, 3600000, NULL,
+            "`hotcount serve`: a count is read from the store at most once per TTL per post"),
+    KEY_I64("serve.max.ids", serve_max_ids, "100", 1, 10000, NULL,
+            "`hotcount serve`: most post ids in one GET /v1/likes?ids=..."),
+    KEY_I64("serve.top.max", serve_top_max, "100", 1, 10000, NULL,
+            "`hotcount serve`: largest n of GET /v1/top?n=N"),
+    KEY_I64("serve.cache.max.keys", serve_cache_max_keys, "100000", 1, 100000000, NULL,
+            "`hotcount serve`: posts held in the cache (least recently used evicted)"),
+    KEY_I32("serve.threads", serve_threads, "4", 1, 256, NULL,
+            "`hotcount serve`: HTTP worker threads"),
+    KEY_S("serve.stages", serve_stages, "", check_serve_stages,
+          "`hotcount serve`: host:port[,host:port...] of stage metrics endpoints for /v1/stats"),
 };
 
 #define KEY_COUNT (sizeof(keys) / sizeof(keys[0]))
@@ -268,6 +291,52 @@ static bool check_listen(const key_def_t *def, const char *value, int64_t num, c
         hc_errstr_set(errstr, errstr_size, "%s: \"%s\" has no valid port (0..65535)", def->name,
                       value);
         return false;
+    }
+    return true;
+}
+
+static bool check_serve_listen(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                               size_t errstr_size)
+{
+    if (value[0] == '\0') {
+        hc_errstr_set(errstr, errstr_size, "%s: must not be empty", def->name);
+        return false;
+    }
+    if (!check_listen(def, value, num, errstr, errstr_size)) {
+        /* check_listen's hints are about metrics.listen */
+        hc_errstr_set(errstr, errstr_size, "%s: \"%s\" is not host:port with a port in 0..65535",
+                      def->name, value);
+        return false;
+    }
+    return true;
+}
+
+/* A comma-separated list of host:port, each checked like a listen address (empty: none). */
+static bool check_serve_stages(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                               size_t errstr_size)
+{
+    char item[300];
+    for (const char *p = value; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n >= sizeof(item)) {
+            hc_errstr_set(errstr, errstr_size, "%s: \"%s\" is not host:port[,host:port...]",
+                          def->name, value);
+            return false;
+        }
+        memcpy(item, p, n);
+        item[n] = '\0';
+        if (!check_serve_listen(def, item, num, errstr, errstr_size)) {
+            return false;
+        }
+        p += n;
+        if (*p == ',') {
+            p++;
+            if (*p == '\0') {
+                hc_errstr_set(errstr, errstr_size, "%s: \"%s\" ends with a comma", def->name,
+                              value);
+                return false;
+            }
+        }
     }
     return true;
 }
@@ -709,26 +778,30 @@ close_file:
 
 hc_err_t hc_config_validate(const hc_config_t *cfg, char *errstr, size_t errstr_size)
 {
-    const struct {
+    typedef struct {
         const char *key;
         const char *value;
-    } topics[] = {
-        {"topic.raw", cfg->topic_raw},
-        {"topic.partials", cfg->topic_partials},
-        {"topic.dlq", cfg->topic_dlq},
-        {"topic.counts", cfg->topic_counts}, /* last: optional */
+        bool optional; /* empty: off */
+    } topic_key_t;
+    const topic_key_t all[] = {
+        {"topic.raw", cfg->topic_raw, false},
+        {"topic.partials", cfg->topic_partials, false},
+        {"topic.dlq", cfg->topic_dlq, false},
+        {"topic.counts", cfg->topic_counts, true},
+        {"topic.manifest", cfg->topic_manifest, true},
     };
-    size_t count = sizeof(topics) / sizeof(topics[0]);
+    topic_key_t topics[sizeof(all) / sizeof(all[0])];
+    size_t count = 0;
 
-    for (size_t i = 0; i < count; i++) {
-        if (topics[i].value == NULL || topics[i].value[0] == '\0') {
-            if (i == count - 1) {
-                count--; /* topic.counts off */
-                break;
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        if (all[i].value == NULL || all[i].value[0] == '\0') {
+            if (all[i].optional) {
+                continue;
             }
-            hc_errstr_set(errstr, errstr_size, "%s: must not be empty", topics[i].key);
+            hc_errstr_set(errstr, errstr_size, "%s: must not be empty", all[i].key);
             return HC_ERR_INVALID;
         }
+        topics[count++] = all[i];
     }
     if (cfg->hotkeys_leave_rate >= cfg->hotkeys_enter_rate) {
         hc_errstr_set(errstr, errstr_size,

@@ -70,6 +70,12 @@ static const prop_t stage1_consumer_props[] = {
     {NULL, NULL},
 };
 
+#ifdef HC_MUTANT_READ_UNCOMMITTED
+#define STAGE2_ISOLATION "read_uncommitted" /* mutant build (tests/faults/mutants.sh) */
+#else
+#define STAGE2_ISOLATION "read_committed"
+#endif
+
 static const prop_t stage2_consumer_props[] = {
     /* offsets live in the store, in the same atomic step as the counts */
     {"enable.auto.commit", "false"},
@@ -77,7 +83,7 @@ static const prop_t stage2_consumer_props[] = {
     {"auto.offset.reset", "earliest"},
     {"partition.assignment.strategy", "range"},
     /* only committed stage-1 transactions: an aborted window's partials are never counted */
-    {"isolation.level", "read_committed"},
+    {"isolation.level", STAGE2_ISOLATION},
     {"statistics.interval.ms", "5000"},
     {NULL, NULL},
 };

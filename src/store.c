@@ -6,6 +6,7 @@
 #include "store_impl.h"
 
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One row per URI scheme. A backend that is not built yet has ops == NULL: adding one is adding
@@ -157,6 +158,30 @@ static hc_err_t check_batch(const hc_store_batch_t *batch, char *errstr, size_t 
     return HC_OK;
 }
 
+#ifdef HC_MUTANT_DOUBLE_APPLY
+/* Mutant build (tests/faults/mutants.sh), never the product: the third committed batch with
+ * deltas is applied again, its offsets' compare-and-set satisfied by the first application. */
+static void mutant_apply_again(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
+                               size_t errstr_size)
+{
+    static int committed;
+    if (batch->delta_count == 0 || ++committed != 3) {
+        return;
+    }
+    hc_store_offset_t *offsets = calloc(batch->offset_count + 1, sizeof(*offsets));
+    if (offsets) {
+        for (size_t i = 0; i < batch->offset_count; i++) {
+            offsets[i] = batch->offsets[i];
+            offsets[i].expected = offsets[i].next;
+        }
+        hc_store_batch_t again = *batch;
+        again.offsets = offsets;
+        (void)st->ops->apply(st, &again, errstr, errstr_size);
+        free(offsets);
+    }
+}
+#endif
+
 hc_err_t hc_store_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
                         size_t errstr_size)
 {
@@ -167,7 +192,13 @@ hc_err_t hc_store_apply(hc_store_t *st, const hc_store_batch_t *batch, char *err
     if (err != HC_OK) {
         return err;
     }
-    return st->ops->apply(st, batch, errstr, errstr_size);
+    err = st->ops->apply(st, batch, errstr, errstr_size);
+#ifdef HC_MUTANT_DOUBLE_APPLY
+    if (err == HC_OK) {
+        mutant_apply_again(st, batch, errstr, errstr_size);
+    }
+#endif
+    return err;
 }
 
 hc_err_t hc_store_get(hc_store_t *st, const char *const *post_ids, const size_t *post_id_lens,

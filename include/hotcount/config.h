@@ -37,11 +37,13 @@ typedef struct hc_config {
     char *topic_raw;
     char *topic_partials;
     char *topic_dlq;
-    char *topic_counts; /* "" = off */
+    char *topic_counts;   /* "" = off */
+    char *topic_manifest; /* "" = off: stage 1's per-transaction offset ranges */
     int32_t topic_raw_partitions;
     int32_t topic_partials_partitions;
     int32_t topic_dlq_partitions;
     int32_t topic_counts_partitions;
+    int32_t topic_manifest_partitions;
     int32_t topic_replication_factor; /* -1: the broker's default */
     char *group_stage1;
     char *group_stage2;
@@ -58,6 +60,14 @@ typedef struct hc_config {
     char *metrics_listen; /* "" = off */
     char *log_level;
     char *log_format;
+    /* hotcount serve */
+    char *serve_listen;
+    int64_t serve_ttl_ms;
+    int64_t serve_max_ids;
+    int64_t serve_top_max;
+    int64_t serve_cache_max_keys;
+    int32_t serve_threads;
+    char *serve_stages;           /* "" = none */
     hc_kafka_prop_t *kafka_props; /* owned array, in the order given */
     size_t kafka_prop_count;
 } hc_config_t;
@@ -86,7 +96,8 @@ hc_err_t hc_config_set_kv(hc_config_t *cfg, const char *kv, char *errstr, size_t
 hc_err_t hc_config_load_file(hc_config_t *cfg, const char *path, char *errstr, size_t errstr_size);
 
 /* Cross-key checks after all sources are applied: topic.raw, topic.partials, topic.dlq (and
- * topic.counts when set) non-empty and distinct; group.stage1 != group.stage2. */
+ * topic.counts and topic.manifest when set) non-empty and distinct; group.stage1 !=
+ * group.stage2. */
 hc_err_t hc_config_validate(const hc_config_t *cfg, char *errstr, size_t errstr_size);
 
 /* An aligned table, one line per key: name, default, description [range]; then the kafka.*

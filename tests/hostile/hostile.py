@@ -18,12 +18,21 @@
       the store dump (`hotcount get --all`). Exit 0 when all holds, 1 with a report otherwise.
 """
 import argparse
+import importlib.util
 import json
+import os
 import random
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
+
+# The dead-letter topic is read with the oracle's reader (its own Kafka client, read_committed).
+sys.dont_write_bytecode = True  # no __pycache__ beside the oracle, which is not ours
+ORACLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oracle", "oracle.py")
+spec = importlib.util.spec_from_file_location("hc_oracle", ORACLE)
+oracle = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(oracle)
 
 
 def load_corpus(path):
@@ -92,42 +101,6 @@ def produce(args):
     return 0
 
 
-def read_all(brokers, topic, fn):
-    """fn(msg) for every committed message of topic, from the first offset to the current end."""
-    c = Consumer({"bootstrap.servers": brokers, "group.id": "hostile-check",
-                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                  "enable.partition.eof": True, "fetch.max.bytes": 4 << 20})
-    md = c.list_topics(topic, timeout=30)
-    if topic not in md.topics or md.topics[topic].error:
-        raise SystemExit(f"hostile: topic {topic} not found")
-    assign, ends = [], {}
-    for part in sorted(md.topics[topic].partitions):
-        lo, hi = c.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
-        if hi > lo:
-            ends[part] = hi
-            assign.append(TopicPartition(topic, part, lo))
-    c.assign(assign)
-    remaining = set(ends)
-    last = time.monotonic()
-    while remaining:
-        msgs = c.consume(num_messages=1000, timeout=0.5)
-        if msgs:
-            last = time.monotonic()
-        elif time.monotonic() - last > 30:
-            raise SystemExit(f"hostile: no progress reading {topic}; left {sorted(remaining)}")
-        for m in msgs:
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    remaining.discard(m.partition())
-                    continue
-                raise SystemExit(f"hostile: {m.error()}")
-            if m.offset() < ends.get(m.partition(), 0):
-                fn(m)
-            if m.offset() + 1 >= ends.get(m.partition(), 0):
-                remaining.discard(m.partition())
-    c.close()
-
-
 def show(data, limit=80):
     if data is None:
         return "null"
@@ -189,7 +162,7 @@ def check(args):
             problems.append(f"{e['name']}: value {show(value)}, want the original "
                             f"{show(orig)} ({src})")
 
-    read_all(args.brokers, args.dlq, dead)
+    oracle.read_topic(args.brokers, args.dlq, dead)
     for i, e in enumerate(entries):
         want = 0 if e["expect"] == "ok" else copies[i]
         if seen[i] != want:

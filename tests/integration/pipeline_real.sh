@@ -11,7 +11,9 @@
 # SIGTERM mid-stream and started again. Then `hotcount verify` must report exact counts, every
 # stage must stop cleanly (exit 0) on SIGTERM, and the independent oracle (tests/oracle) must
 # agree: every post's count equals its own recount of likes.raw, the dead-letter topic holds
-# exactly the malformed events, and stage 1's committed offsets are stored on the broker.
+# exactly the malformed events, and stage 1's committed offsets are stored on the broker; and the
+# offset ranges recorded in stage 1's committed transactions (topic.manifest) tile every raw
+# partition exactly once (tests/faults/tiling.py).
 set -euo pipefail
 hc=$(realpath "${1:?usage: pipeline_real.sh HOTCOUNT STORE [--restart]}")
 store_kind=${2:?store kind}
@@ -53,6 +55,7 @@ topic.raw=t$run.raw
 topic.partials=t$run.partials
 topic.dlq=t$run.dlq
 topic.counts=t$run.counts
+topic.manifest=t$run.manifest
 group.stage1=g$run-stage1
 group.stage2=g$run-stage2
 store=$store
@@ -141,4 +144,7 @@ pids=()
 python3 "$here/../oracle/oracle.py" --brokers "$HC_TEST_BROKERS" --raw "t$run.raw" \
     --dlq "t$run.dlq" --group "g$run-stage1" --store-dump "$work/store.tsv" \
     --min-events "$events" --counts-topic "t$run.counts"
+# Stage 1's committed transactions consumed every raw offset exactly once.
+python3 "$here/../faults/tiling.py" --brokers "$HC_TEST_BROKERS" --raw "t$run.raw" \
+    --manifest "t$run.manifest" --partials "t$run.partials"
 echo "pipeline on $store_kind${restart:+ with restarts}: exact"
