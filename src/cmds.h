@@ -13,5 +13,6 @@ int hc_cmd_top(int argc, char **argv);
 int hc_cmd_verify(int argc, char **argv);
 int hc_cmd_mock_broker(int argc, char **argv);
 int hc_cmd_config(int argc, char **argv);
+int hc_cmd_serve(int argc, char **argv);
 
 #endif

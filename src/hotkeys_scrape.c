@@ -27,7 +27,7 @@ static const char *parse_label(const char *p, hc_scraped_hotkey_t *k)
     return *p == '"' ? p + 1 : NULL;
 }
 
-static size_t parse_hot_keys(const char *text, hc_scraped_hotkey_t *out, size_t max)
+size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max)
 {
     size_t n = 0;
     for (const char *line = text; line && *line && n < max;) {
@@ -83,10 +83,10 @@ static int connect_to(const char *addr, int timeout_ms, char *errstr, size_t err
     return fd;
 }
 
-hc_err_t hc_hotkeys_scrape(const char *addr, int timeout_ms, hc_scraped_hotkey_t *out, size_t max,
-                           size_t *count, char *errstr, size_t errstr_size)
+hc_err_t hc_metrics_scrape_text(const char *addr, int timeout_ms, char **text, char *errstr,
+                                size_t errstr_size)
 {
-    *count = 0;
+    *text = NULL;
     int fd = connect_to(addr, timeout_ms, errstr, errstr_size);
     if (fd < 0) {
         return HC_ERR_TRANSIENT;
@@ -125,10 +125,26 @@ hc_err_t hc_hotkeys_scrape(const char *addr, int timeout_ms, hc_scraped_hotkey_t
         hc_errstr_set(errstr, errstr_size, "%s: not a 200 answer to GET /metrics", addr);
         goto done;
     }
-    *count = parse_hot_keys(body + 4, out, max);
+    body += 4;
+    memmove(buf, body, len + 1 - (size_t)(body - buf));
+    *text = buf;
+    buf = NULL;
     err = HC_OK;
 done:
     free(buf);
     close(fd);
+    return err;
+}
+
+hc_err_t hc_hotkeys_scrape(const char *addr, int timeout_ms, hc_scraped_hotkey_t *out, size_t max,
+                           size_t *count, char *errstr, size_t errstr_size)
+{
+    char *text = NULL;
+    *count = 0;
+    hc_err_t err = hc_metrics_scrape_text(addr, timeout_ms, &text, errstr, errstr_size);
+    if (err == HC_OK) {
+        *count = hc_hotkeys_parse(text, out, max);
+        free(text);
+    }
     return err;
 }

@@ -23,6 +23,7 @@ static const command_t commands[] = {
     {"verify", hc_cmd_verify, "recount likes.raw and compare every post with the store"},
     {"mock-broker", hc_cmd_mock_broker, "a stand-alone in-process Kafka on localhost"},
     {"config", hc_cmd_config, "print an example configuration file with every key"},
+    {"serve", hc_cmd_serve, "HTTP read API over the store, with a live page"},
 };
 
 static void usage(FILE *out)

@@ -20,4 +20,11 @@ typedef struct hc_scraped_hotkey {
 hc_err_t hc_hotkeys_scrape(const char *addr, int timeout_ms, hc_scraped_hotkey_t *out, size_t max,
                            size_t *count, char *errstr, size_t errstr_size);
 
+/* The building blocks, also for `hotcount serve`'s /v1/stats: one GET /metrics from addr into a
+ * malloc'ed, NUL-terminated *text (the body only) that the caller frees (HC_ERR_TRANSIENT as
+ * above, *text NULL then); and the hot keys found in such a text. */
+hc_err_t hc_metrics_scrape_text(const char *addr, int timeout_ms, char **text, char *errstr,
+                                size_t errstr_size);
+size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max);
+
 #endif
