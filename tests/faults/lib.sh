@@ -1,0 +1,335 @@
+# shellcheck shell=bash
+# The fault tests' common part, sourced by tests/faults/*.sh (never run by itself): a namespace
+# of its own per run, the store, the stages as children of the calling script, their metrics,
+# bounded waits, the deadline, and the end-of-run checks (hotcount verify, clean SIGTERM exits,
+# the oracle, tally.py, tiling.py).
+#
+#   . "$here/lib.sh"
+#   hcf_init NAME HOTCOUNT STORE      # STORE sqlite|redis|postgresql; after setting any of the
+#                                     # HCF_* knobs below; sets the globals listed next
+#   hcf_deadline SECONDS              # SIGALRM (a failed run) after SECONDS
+#   start_stage stage1|stage2 ID [-X key=value]...   stop_stage ID   wait_assigned ID SECONDS
+#   start_producer EVENTS RATE SEED [produce options]   producer_done (reaps it, must exit 0)
+#   wait_for SECONDS STEP COMMAND...  # a bounded wait on a condition
+#   hcf_finish EVENTS                 # every check; sets $lost, $duplicated; fails the run
+#                                     # unless they are 0 and the oracle (and tiling) exact
+#   hcf_pass                          # the run passed: its namespace and work dir are removed
+#
+# Globals after hcf_init: hc (the binary), run (unique id), work (a work directory), schema
+# (PostgreSQL), store (the store URI), cfg (-c PROPS), store_kind, t0. Per instance id:
+# pid_of, log_of (current incarnation's log), url_of (metrics URL), kind_of, gen_of; live maps
+# every unreaped child pid to what it is.
+#
+# Hooks (function names): hcf_pre_store runs in hcf_init before the store is set up (it may
+# start a private server and export HC_TEST_REDIS_URI / HC_TEST_PG_URI); hcf_on_exit runs on
+# every exit once our processes are gone; hcf_private_store=1: the store is private to the run
+# (its namespace is not cleaned up separately).
+#
+# Knobs: HCF_FLUSH_MS (300), HCF_PARTIALS_PARTITIONS (8), HCF_PROPS (extra lines for the
+# properties file), HCF_CHANGELOG=strict|report|off (topic.counts checked by the oracle / only
+# reported by tally.py / not read), HCF_TILING=1 (topic.manifest on, and tests/faults/tiling.py
+# must find that stage 1's committed offset ranges tile every raw partition exactly once).
+# HC_FAULT_KEEP=1 keeps the work directory, which a failing run always keeps (every
+# incarnation's log: ID.N.log) and prints.
+
+hcf_name=${hcf_name:-faults}
+ok=''     # set by hcf_pass
+guard=''  # the deadline's pid
+status=0
+declare -A live=() pid_of=() log_of=() url_of=() kind_of=() gen_of=()
+
+say() { printf '%s\n' "$*"; }
+elapsed() { # seconds since hcf_init, one decimal
+    local ms=$(($(date +%s%3N) - t0))
+    printf '%d.%d' $((ms / 1000)) $((ms % 1000 / 100))
+}
+
+# bash reaps exited children by itself and keeps their status for `wait`, so an exited child's
+# pid may already belong to someone else: signal a pid only while it is still our child.
+ours() { # pid
+    [ "$(ps -o ppid= -p "$1" 2>/dev/null | tr -d ' ')" = "$$" ]
+}
+reap() { # pid: waits for it, forgets it, sets $status
+    status=0
+    wait "$1" 2>/dev/null || status=$?
+    unset "live[$1]"
+}
+
+# Runs a command in the background and waits for it, so that the deadline's signal interrupts
+# the wait at once (bash runs traps only between foreground commands).
+run_waiting() {
+    "$@" &
+    local pid=$!
+    live[$pid]="$1"
+    reap "$pid"
+    return "$status"
+}
+
+# Waits for a condition (a command) every STEP seconds for at most SECONDS; status 1 on timeout.
+wait_for() { # seconds step command...
+    local limit=$(($(date +%s%3N) + $1 * 1000)) step=$2
+    shift 2
+    until "$@"; do
+        [ "$(date +%s%3N)" -lt "$limit" ] || return 1
+        sleep "$step"
+    done
+}
+
+hcf_cleanup() {
+    local rc=$? pid n
+    trap - EXIT TERM INT HUP ALRM
+    [ -z "$guard" ] || { kill -TERM "$guard" 2>/dev/null || true; wait "$guard" 2>/dev/null || true; }
+    for pid in "${!live[@]}"; do # a SIGSTOPped stage must be able to act on SIGTERM
+        ! ours "$pid" || { kill -CONT "$pid" 2>/dev/null; kill -TERM "$pid" 2>/dev/null; } || true
+    done
+    # up to 15 s for a clean exit, then SIGKILL whatever of ours is left
+    for ((n = 0; n < 150; n++)); do
+        for pid in "${!live[@]}"; do
+            ours "$pid" || reap "$pid"
+        done
+        [ ${#live[@]} -gt 0 ] || break
+        sleep 0.1
+    done
+    for pid in "${!live[@]}"; do
+        ! ours "$pid" || kill -KILL "$pid" 2>/dev/null || true
+        reap "$pid"
+    done
+    if [ -n "$ok" ] && [ -z "${HC_FAULT_KEEP:-}" ]; then
+        [ -n "${hcf_private_store:-}" ] || case "$store_kind" in # a private server goes whole
+        postgresql) psql -q "$HC_TEST_PG_URI" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true ;;
+        redis)
+            redis-cli -u "$HC_TEST_REDIS_URI" --scan --pattern "f$run:*" |
+                xargs -r -n 1000 redis-cli -u "$HC_TEST_REDIS_URI" del >/dev/null 2>&1 || true
+            redis-cli -u "$HC_TEST_REDIS_URI" del "hotcount:offsets:g$run-stage2" >/dev/null 2>&1 || true
+            ;;
+        esac
+        [ -z "${hcf_on_exit:-}" ] || "$hcf_on_exit" || true
+        rm -rf "$work"
+    else
+        [ -z "${hcf_on_exit:-}" ] || "$hcf_on_exit" || true
+        say "$hcf_name: work directory with every log kept: $work"
+    fi
+    exit "$rc"
+}
+
+fail() {
+    say "FAIL: $*"
+    local id
+    for id in "${!log_of[@]}"; do
+        say "--- last lines of $id (${log_of[$id]}):"
+        grep -v 'committed window\|stored batch\| is hot\|cooled down' "${log_of[$id]}" | tail -n 15 || true
+    done
+    exit 1
+}
+
+hcf_deadline() { # seconds: the whole run's bound; SIGALRM to this script, which then stops all
+    local s=$1
+    trap 'say "FAIL: no result within '"$s"' s (HC_FAULT_TIMEOUT)"; exit 1' ALRM
+    (
+        trap 'kill -TERM "$p" 2>/dev/null; exit 0' TERM
+        sleep "$s" &
+        p=$!
+        wait "$p" && kill -ALRM $$
+    ) &
+    guard=$!
+}
+
+hcf_init() { # name hotcount store-kind
+    hcf_name=$1
+    hc=$(realpath "$2")
+    store_kind=$3
+    : "${HC_TEST_BROKERS:?run under tests/harness/with-servers --kafka}"
+    flush_ms=${HCF_FLUSH_MS:-300}
+    partials_partitions=${HCF_PARTIALS_PARTITIONS:-8}
+    run=$(date +%s%N | tail -c 9)-$$
+    schema=hc_${run//-/_}
+    work=$(mktemp -d "${TMPDIR:-/tmp}/hc-$hcf_name.XXXXXX")
+    t0=$(date +%s%3N)
+    trap hcf_cleanup EXIT
+    trap 'say "FAIL: unexpected status $? at line $LINENO: $BASH_COMMAND"' ERR
+    trap 'say "FAIL: interrupted"; exit 130' INT HUP
+    trap 'say "FAIL: terminated"; exit 143' TERM
+
+    [ -z "${hcf_pre_store:-}" ] || "$hcf_pre_store" # e.g. a private store server in $work
+    case "$store_kind" in
+    sqlite) store="sqlite:$work/counts.db" ;;
+    redis) store="${HC_TEST_REDIS_URI:?run under tests/harness/with-servers --redis}" ;;
+    postgresql)
+        # a schema of its own per run: the harness's database is shared by every test
+        psql -q -v ON_ERROR_STOP=1 "${HC_TEST_PG_URI:?run under tests/harness/with-servers --postgres}" \
+            -c "CREATE SCHEMA $schema"
+        store="$HC_TEST_PG_URI?options=-csearch_path%3D$schema"
+        ;;
+    *) fail "unknown store $store_kind" ;;
+    esac
+
+    cat >"$work/hotcount.properties" <<PROPS
+brokers=$HC_TEST_BROKERS
+topic.raw=f$run.raw
+topic.partials=f$run.partials
+topic.dlq=f$run.dlq
+topic.counts=f$run.counts
+topic.partials.partitions=$partials_partitions
+group.stage1=g$run-stage1
+group.stage2=g$run-stage2
+store=$store
+store.redis.prefix=f$run:
+flush.ms=$flush_ms
+kafka.consumer.session.timeout.ms=6000
+kafka.consumer.heartbeat.interval.ms=1000
+log.level=warn
+${HCF_PROPS:-}
+PROPS
+    # Stage 1 writes one manifest record (its consumed offset ranges) into each transaction;
+    # tiling.py checks at the end that the committed ones tile every raw partition exactly once.
+    [ -z "${HCF_TILING:-}" ] || echo "topic.manifest=f$run.manifest" >>"$work/hotcount.properties"
+    cfg=(-c "$work/hotcount.properties")
+    run_waiting "$hc" init "${cfg[@]}" >/dev/null || fail "hotcount init"
+}
+
+# --- stages --------------------------------------------------------------------------------
+start_stage() { # kind instance-id [-X key=value]...: a new incarnation, logging at info
+    local kind=$1 id=$2 log port='' n
+    shift 2
+    gen_of[$id]=$((${gen_of[$id]:-0} + 1))
+    log=$work/$id.${gen_of[$id]}.log
+    "$hc" "$kind" "${cfg[@]}" -X instance.id="$id" -X metrics.listen=127.0.0.1:0 \
+        -X log.level=info "$@" 2>"$log" &
+    pid_of[$id]=$!
+    live[$!]="$kind $id"
+    log_of[$id]=$log
+    kind_of[$id]=$kind
+    # metrics.listen port 0 picks a free port; the stage logs which. The log file appears only
+    # once the background shell has run its redirection (later still under ASan): wait for it.
+    for ((n = 0; n < 400; n++)); do
+        port=$(sed -n 's/.*metrics on http:.* (port \([0-9]*\)).*/\1/p' "$log" 2>/dev/null |
+            head -n 1) || true
+        [ -z "$port" ] || break
+        ours "${pid_of[$id]}" || fail "$id exited at start"
+        sleep 0.05
+    done
+    [ -n "$port" ] || fail "$id logged no metrics port"
+    url_of[$id]=http://127.0.0.1:$port/metrics
+}
+
+stop_stage() { # instance-id: SIGTERM; it must exit 0
+    local pid=${pid_of[$1]}
+    kill -TERM "$pid"
+    reap "$pid"
+    [ "$status" -eq 0 ] || fail "$1 (pid $pid) exited $status on SIGTERM, want 0"
+    unset "pid_of[$1]"
+}
+
+running() { # the instance ids with a live process, sorted
+    local id
+    for id in "${!pid_of[@]}"; do printf '%s\n' "$id"; done | sort
+}
+
+scrape() { # instance-id: the metrics text, or nothing
+    curl -s --max-time 2 "${url_of[$1]}" 2>/dev/null || true
+}
+metric() { # text name-with-labels: the sample's value as an integer (0 when absent)
+    awk -v n="$2" '$1 == n { v = $2 } END { printf "%d\n", v + 0 }' <<<"$1"
+}
+metric_sum() { # text name-prefix: the sum of every sample whose name starts with it
+    awk -v n="$2" 'index($1, n) == 1 { v += $2 } END { printf "%d\n", v + 0 }' <<<"$1"
+}
+assigned() { # instance-id: partitions its stage holds now
+    local s=1
+    [ "${kind_of[$1]}" = stage2 ] && s=2
+    metric "$(scrape "$1")" "hotcount_assigned_partitions{stage=\"$s\"}"
+}
+wait_assigned() { # instance-id seconds: until it holds partitions; status 1 on timeout
+    local n
+    for ((n = 0; n < $2 * 5; n++)); do
+        ours "${pid_of[$1]}" || fail "$1 (pid ${pid_of[$1]}) exited"
+        [ "$(assigned "$1")" -gt 0 ] && return 0
+        sleep 0.2
+    done
+    return 1
+}
+iso_ms() { # epoch ms -> the stages' log timestamp format (UTC, ms)
+    date -u -d "@$(($1 / 1000)).$(printf '%03d' $(($1 % 1000)))" +%Y-%m-%dT%H:%M:%S.%3NZ
+}
+ms_of() { # log timestamp -> epoch ms
+    date -u -d "$1" +%s%3N
+}
+ago() { # log timestamp: "N ms before" now (0 when the line was logged after the probe began)
+    local d=$(($(date +%s%3N) - $(ms_of "$1")))
+    printf '%d ms before' $((d < 0 ? 0 : d))
+}
+vmrss_kb() { # pid: its resident set in kB (0 when gone)
+    awk '/^VmRSS:/ { print $2; f = 1 } END { if (!f) print 0 }' "/proc/$1/status" 2>/dev/null || echo 0
+}
+
+# --- the stream ----------------------------------------------------------------------------
+start_producer() { # events rate seed [produce options]: Zipfian, 5 % unlikes, 0.2 % malformed
+    local events=$1 rate=$2 seed=$3
+    shift 3
+    "$hc" produce "${cfg[@]}" --events "$events" --rate "$rate" --posts 100000 --zipf 1.1 \
+        --unlike-ratio 0.05 --invalid-ratio 0.002 --seed "$seed" "$@" >"$work/produce.log" 2>&1 &
+    producer=$!
+    live[$producer]=produce
+}
+producer_done() { # reaps the producer; fails the run unless it exited 0
+    reap "$producer"
+    [ "$status" -eq 0 ] || { cat "$work/produce.log"; fail "hotcount produce exited $status"; }
+    say "producer done at +$(elapsed) s: $(tail -n 1 "$work/produce.log")"
+}
+
+# --- the checks ----------------------------------------------------------------------------
+# verify exact; every running stage exits 0 on SIGTERM; `get --all`; the oracle exact (counts,
+# dead letters, stage 1's offsets, the changelog per HCF_CHANGELOG); tally.py 0 lost and 0
+# duplicated; with HCF_TILING, tiling.py exact. Sets lost, duplicated, oracle_status,
+# tally_status, tiling_status; fails the run on any miss unless HCF_FINISH_REPORT_ONLY=1 (the
+# caller then prints its summary first and calls hcf_check_exact).
+hcf_finish() { # events
+    local events=$1 id here_
+    here_=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    run_waiting "$hc" verify "${cfg[@]}" --timeout 300 >"$work/verify.log" 2>"$work/verify.err" || true
+    tail -n 3 "$work/verify.log"
+    grep -q '^verify: exact' "$work/verify.log" || fail "hotcount verify did not report exact counts"
+    say "verify exact at +$(elapsed) s"
+    for id in $(running); do
+        kill -CONT "${pid_of[$id]}" 2>/dev/null || true
+        kill -TERM "${pid_of[$id]}"
+    done
+    for id in $(running); do
+        reap "${pid_of[$id]}"
+        [ "$status" -eq 0 ] || fail "$id exited $status on SIGTERM, want 0"
+        unset "pid_of[$id]"
+    done
+    say "every stage exited 0 on SIGTERM"
+
+    run_waiting "$hc" get --all "${cfg[@]}" >"$work/store.tsv" || fail "hotcount get --all"
+    local changelog=() tally_changelog=()
+    case "${HCF_CHANGELOG:-strict}" in
+    strict) changelog=(--counts-topic "f$run.counts") ;;
+    report) tally_changelog=(--counts-topic "f$run.counts") ;;
+    esac
+    oracle_status=0
+    run_waiting python3 "$here_/../oracle/oracle.py" --brokers "$HC_TEST_BROKERS" --raw "f$run.raw" \
+        --dlq "f$run.dlq" --group "g$run-stage1" --store-dump "$work/store.tsv" \
+        --min-events "$events" "${changelog[@]}" || oracle_status=$?
+    tally_status=0
+    run_waiting python3 "$here_/tally.py" --brokers "$HC_TEST_BROKERS" --raw "f$run.raw" \
+        --store-dump "$work/store.tsv" "${tally_changelog[@]}" >"$work/tally.log" || tally_status=$?
+    cat "$work/tally.log"
+    lost=$(sed -n 's/^tally: lost=\([0-9]*\) .*/\1/p' "$work/tally.log")
+    duplicated=$(sed -n 's/^tally: .*duplicated=\([0-9]*\) .*/\1/p' "$work/tally.log")
+    lost=${lost:-?} duplicated=${duplicated:-?}
+    tiling_status=0
+    if [ -n "${HCF_TILING:-}" ]; then
+        run_waiting python3 "$here_/tiling.py" --brokers "$HC_TEST_BROKERS" --raw "f$run.raw" \
+            --manifest "f$run.manifest" --partials "f$run.partials" >"$work/tiling.log" ||
+            tiling_status=$?
+        head -n 5 "$work/tiling.log"
+    fi
+    [ -n "${HCF_FINISH_REPORT_ONLY:-}" ] || hcf_check_exact
+}
+hcf_check_exact() {
+    [ "$oracle_status" -eq 0 ] || fail "the oracle found the counts inexact"
+    [ "$tally_status" -eq 0 ] || fail "tally: likes lost or double-counted"
+    [ "$tiling_status" -eq 0 ] || fail "tiling: committed offset ranges do not tile the raw topic"
+}
+hcf_pass() { ok=1; }

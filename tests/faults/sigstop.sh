@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Exactly-once against a zombie: a stage process is SIGSTOPped with a window open, its session
+# expires (6 s), its partitions move to the other process, and after SIGCONT its late work must
+# be refused and change nothing.
+#
+#   sigstop.sh HOTCOUNT STAGE STORE
+#
+# STAGE stage1, stage2 or both (stage 2's zombie, then stage 1's, in one stream), STORE sqlite,
+# redis or postgresql. Two processes of each stage run (session.timeout.ms=6000); the victim
+# (s1-a / s2-a) runs with flush.ms=3000 so that a window of several seconds is open when it is
+# stopped: it is stopped 0.8-2.5 s after it finished its previous window, while events flow.
+# Then the other process must hold every partition and finish a window of its own (so the
+# stored offsets / committed offsets moved past the zombie's window) before SIGCONT.
+#   stage 2: the zombie's batch carries the offsets its window started from; the store's
+#     compare-and-set refuses it: its log must say "store batch refused" and its
+#     hotcount_store_batches_total{outcome="conflict"} must be >= 1.
+#   stage 1: the zombie's transaction holds an old consumer-group generation; the broker
+#     refuses its offsets (or librdkafka reports the assignment lost first) and the stage aborts
+#     the transaction: its log must say "aborting window" and its
+#     hotcount_transactions_total{outcome="abort"} must be >= 1.
+# Either way the zombie must keep running and get partitions back (it rejoins the group), and
+# the end-of-run checks (tests/faults/lib.sh) must find 0 lost and 0 duplicated likes.
+# Last line: sigstop STAGE STORE: N events, Z zombies refused, L lost, D duplicated
+#
+# Environment: HC_FAULT_EVENTS (1 000 000), HC_FAULT_SECONDS (14 s per stage + 6 s),
+# HC_FAULT_SEED, HC_FAULT_TIMEOUT (stream + 120 s), HC_FAULT_KEEP=1.
+set -Eeuo pipefail
+
+usage() {
+    sed -n '2,/^set -/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+[ $# -eq 3 ] || usage
+which=$2
+store_kind=$3
+case "$which" in stage1) stages=(stage1) ;; stage2) stages=(stage2) ;; both) stages=(stage2 stage1) ;; *) usage ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
+
+events=${HC_FAULT_EVENTS:-1000000}
+seconds=${HC_FAULT_SECONDS:-$((14 * ${#stages[@]} + 6))}
+rate=$(((events + seconds - 1) / seconds))
+seed=${HC_FAULT_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}
+RANDOM=$seed
+
+HCF_TILING=1
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+hcf_init sigstop "$1" "$store_kind"
+hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 120))}"
+victim_flush_ms=3000
+
+last_window_ms() { # id: epoch ms of its last finished window (0 when none)
+    local t
+    t=$(awk '/committed window|stored batch/ { t = $1 } END { print t }' "${log_of[$1]}")
+    if [ -n "$t" ]; then ms_of "$t"; else echo 0; fi
+}
+windows() { grep -c 'committed window\|stored batch' "${log_of[$1]}" || true; }
+holds_all() { [ "$(assigned "$1")" -eq "$2" ]; }
+windowed_since() { [ "$(windows "$1")" -gt "$2" ]; }
+logged() { grep -q "$2" "${log_of[$1]}"; }
+
+start_stage stage1 s1-a -X flush.ms=$victim_flush_ms
+start_stage stage1 s1-b
+start_stage stage2 s2-a -X flush.ms=$victim_flush_ms
+start_stage stage2 s2-b
+for id in s1-a s1-b s2-a s2-b; do
+    wait_assigned "$id" 60 || fail "$id holds no partitions 60 s after its start"
+done
+say "sigstop $which $store_kind: $events events at $rate/s (~$seconds s), seed $seed, run $run"
+start_producer "$events" "$rate" "$seed"
+
+refused=0
+for st in "${stages[@]}"; do
+    p=${st#stage}
+    v=s$p-a peer=s$p-b total=16
+    [ "$st" = stage2 ] && total=$partials_partitions
+    wait_assigned "$v" 60 || fail "$v holds no partitions"
+    # a window open for a while: past its previous one by 0.8-2.5 s (of flush.ms=3000), with
+    # the stream flowing into it
+    aim=$((800 + RANDOM % 1701))
+    n0=$(windows "$v")
+    wait_for 30 0.1 windowed_since "$v" "$n0" || fail "$v finished no window within 30 s"
+    last=$(last_window_ms "$v")
+    while [ $(($(date +%s%3N) - last)) -lt "$aim" ]; do sleep 0.05; done
+    ours "$producer" || fail "the stream ended before $v was stopped (raise HC_FAULT_SECONDS)"
+    kill -STOP "${pid_of[$v]}"
+    say "SIGSTOP $st $v pid ${pid_of[$v]} at +$(elapsed) s, $(($(date +%s%3N) - last)) ms into its window ($(assigned "$peer") partitions on $peer)"
+    wait_for 60 0.2 holds_all "$peer" "$total" ||
+        fail "$peer does not hold all $total partitions within 60 s of the SIGSTOP"
+    n0=$(windows "$peer")
+    wait_for 30 0.1 windowed_since "$peer" "$n0" ||
+        fail "$peer finished no window after taking $v's partitions"
+    say "$peer holds all $total partitions and finished a window at +$(elapsed) s"
+    kill -CONT "${pid_of[$v]}"
+    say "SIGCONT $v at +$(elapsed) s"
+    if [ "$st" = stage2 ]; then
+        wait_for 60 0.2 logged "$v" 'store batch refused' ||
+            fail "$v: no refused store batch within 60 s of SIGCONT"
+        n=$(metric "$(scrape "$v")" 'hotcount_store_batches_total{outcome="conflict"}')
+        [ "$n" -ge 1 ] || fail "$v logged a refused batch but counts $n conflicts"
+        say "$v refused: $(grep -m 1 'store batch refused' "${log_of[$v]}" | cut -c 1-220); conflicts=$n"
+    else
+        wait_for 60 0.2 logged "$v" 'aborting window' ||
+            fail "$v: its zombie transaction was not aborted within 60 s of SIGCONT"
+        n=$(metric "$(scrape "$v")" 'hotcount_transactions_total{outcome="abort"}')
+        [ "$n" -ge 1 ] || fail "$v logged an abort but counts $n aborted transactions"
+        say "$v fenced: $(grep -m 1 'aborting window' "${log_of[$v]}" | cut -c 1-220); aborts=$n"
+    fi
+    refused=$((refused + 1))
+    wait_assigned "$v" 60 || fail "$v did not rejoin (no partitions 60 s after SIGCONT)"
+    say "$v (same pid ${pid_of[$v]}) holds $(assigned "$v") partitions again at +$(elapsed) s"
+done
+
+producer_done
+hcf_finish "$events"
+say "sigstop $which $store_kind: $events events, $refused zombies refused, $lost lost, $duplicated duplicated"
+say "wall time $(elapsed) s"
+hcf_pass

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Exactly-once across a store crash: the store is SIGKILLed mid-stream and kept down for at
+# least HC_FAULT_OUTAGE_S (10) seconds; stage 2 must pause, retry with capped exponential
+# back-off, keep its memory bounded, then catch up.
+#
+#   store_outage.sh HOTCOUNT STORE
+#
+# STORE redis or postgresql. The store is a private server of this run (tests/harness/redis-ctl
+# with appendonly yes, or pg-ctl), started in the work directory, so that killing it disturbs
+# no other test of the suite (ctest -j2). Two stage-1 processes and one stage-2 process
+# (statistics every second, so hotcount_consumer_lag follows closely); `hotcount produce` sends
+# HC_FAULT_EVENTS (1 000 000) Zipfian events over HC_FAULT_SECONDS (25). Once stage 2 has stored
+# a batch, `ctl kill` crashes the store; while it is down, stage 2's VmRSS is sampled every
+# 200 ms; after the outage `ctl start` recovers it (same port and data). The run requires:
+#   * stage 2 noticed: "store batch failed" in its log, and at least 3 retries
+#     (hotcount_store_batches_total{outcome="error"});
+#   * the back-off doubles from 100 ms and is capped: every "retrying in N ms" is <= 5000 and
+#     5000 is reached (the outage outlasts 100+200+...+3200 ms);
+#   * it paused consumption: stage 1 committed partials during the outage, and stage 2's memory
+#     stayed flat (the lag gauge is only reported: it freezes while partitions are paused);
+#   * memory bounded: peak VmRSS during the outage <= VmRSS at the kill + HC_FAULT_RSS_MB (64);
+#   * it caught up: "store batch applied after retry; resuming", then the end-of-run checks
+#     of tests/faults/lib.sh (0 lost, 0 duplicated), with the same stage-2 pid throughout.
+# Last line: store_outage STORE: N events, outage S s, R retries (max back-off B ms), RSS
+# A -> P kB, L lost, D duplicated
+#
+# Environment: HC_FAULT_EVENTS, HC_FAULT_SECONDS, HC_FAULT_OUTAGE_S, HC_FAULT_RSS_MB,
+# HC_FAULT_SEED, HC_FAULT_TIMEOUT (stream + 180 s), HC_FAULT_KEEP=1.
+set -Eeuo pipefail
+
+usage() {
+    sed -n '2,/^set -/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+[ $# -eq 2 ] || usage
+store_kind=$2
+case "$store_kind" in redis | postgresql) ;; *) usage ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
+harness=$(cd "$here/../harness" && pwd)
+
+events=${HC_FAULT_EVENTS:-1000000}
+seconds=${HC_FAULT_SECONDS:-25}
+rate=$(((events + seconds - 1) / seconds))
+seed=${HC_FAULT_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}
+outage_s=${HC_FAULT_OUTAGE_S:-10}
+rss_mb=${HC_FAULT_RSS_MB:-64}
+
+ctl=()
+private_store() { # a server of our own in $work/server
+    if [ "$store_kind" = redis ]; then
+        ctl=("$harness/redis-ctl" --dir "$work/server" --appendonly yes)
+        "${ctl[@]}" start >/dev/null || fail "private redis-server did not start"
+        HC_TEST_REDIS_URI=$("${ctl[@]}" uri)
+    else
+        chmod 755 "$work" # pg-ctl runs the server as the postgres user
+        ctl=("$harness/pg-ctl" --dir "$work/server")
+        "${ctl[@]}" start >/dev/null || fail "private PostgreSQL did not start"
+        HC_TEST_PG_URI=$("${ctl[@]}" uri)
+    fi
+    export HC_TEST_REDIS_URI HC_TEST_PG_URI
+}
+private_store_stop() { [ ${#ctl[@]} -eq 0 ] || "${ctl[@]}" stop >/dev/null 2>&1 || true; }
+hcf_pre_store=private_store
+hcf_on_exit=private_store_stop
+hcf_private_store=1
+HCF_PROPS=kafka.consumer.statistics.interval.ms=1000
+
+HCF_TILING=1
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+hcf_init store_outage "$1" "$store_kind"
+hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 180))}"
+
+windows() { grep -c 'stored batch' "${log_of[$1]}" || true; }
+windowed_since() { [ "$(windows "$1")" -gt "$2" ]; }
+logged() { grep -q "$2" "${log_of[$1]}"; }
+lag() { metric_sum "$(scrape s2-a)" "hotcount_consumer_lag{topic=\"f$run.partials\""; }
+
+start_stage stage1 s1-a
+start_stage stage1 s1-b
+start_stage stage2 s2-a
+for id in s1-a s1-b s2-a; do
+    wait_assigned "$id" 60 || fail "$id holds no partitions 60 s after its start"
+done
+pid2=${pid_of[s2-a]}
+say "store_outage $store_kind: $events events at $rate/s (~$seconds s), outage ${outage_s} s, seed $seed, run $run"
+start_producer "$events" "$rate" "$seed"
+wait_for 60 0.1 windowed_since s2-a 1 || fail "s2-a stored no batch within 60 s"
+ours "$producer" || fail "the stream ended before the outage (raise HC_FAULT_SECONDS)"
+
+rss0=$(vmrss_kb "$pid2")
+lag0=$(lag)
+"${ctl[@]}" kill >/dev/null
+t_kill=$(date +%s%3N)
+say "store SIGKILLed at +$(elapsed) s (stage 2: VmRSS $rss0 kB, partials lag $lag0)"
+wait_for 10 0.1 logged s2-a 'store batch failed' || fail "s2-a logged no failed store batch within 10 s"
+say "stage 2 noticed at +$(elapsed) s: $(grep -m 1 'store batch failed' "${log_of[s2-a]}" | cut -c 1-200)"
+# The outage is a timed window; VmRSS is sampled through it.
+peak=$rss0 lags=() n=0
+while [ $(($(date +%s%3N) - t_kill)) -lt $((outage_s * 1000)) ]; do
+    ours "$pid2" || fail "s2-a (pid $pid2) exited during the outage"
+    r=$(vmrss_kb "$pid2")
+    [ "$r" -le "$peak" ] || peak=$r
+    if [ $((n++ % 5)) -eq 0 ]; then # the lag gauge changes once a second
+        lags+=("$(lag)")
+    fi
+    sleep 0.2
+done
+"${ctl[@]}" start >/dev/null || fail "the store did not come back"
+down_ms=$(($(date +%s%3N) - t_kill))
+say "store answers again at +$(elapsed) s, down $down_ms ms (stage 2: VmRSS peak $peak kB, partials lag each second: ${lags[*]})"
+wait_for 60 0.2 logged s2-a 'store batch applied after retry' ||
+    fail "s2-a did not resume within 60 s of the store's return"
+say "stage 2 resumed at +$(elapsed) s: $(grep -m 1 'store batch applied after retry' "${log_of[s2-a]}" | cut -c 1-120)"
+
+errors=$(metric "$(scrape s2-a)" 'hotcount_store_batches_total{outcome="error"}')
+backoffs=$(sed -n 's/.*retrying in \([0-9]*\) ms.*/\1/p' "${log_of[s2-a]}")
+max_backoff=$(sort -n <<<"$backoffs" | tail -n 1)
+say "retries: $errors failed batches; back-offs (ms): $(tr '\n' ' ' <<<"$backoffs")"
+[ "$errors" -ge 3 ] || fail "only $errors failed store batches during a ${outage_s} s outage"
+[ "${max_backoff:-0}" -eq 5000 ] || fail "back-off not capped at 5000 ms (max $max_backoff)"
+# Input kept coming during the outage, yet stage 2's memory stayed flat (below): it paused.
+# (hotcount_consumer_lag is no proof either way: librdkafka refreshes a partition's end
+# offsets only from its fetches, so the gauge freezes while the partition is paused.)
+upstream=$(cat "$work"/s1-?.*.log | awk -v a="$(iso_ms "$t_kill")" -v b="$(iso_ms $((t_kill + down_ms)))" '
+    /committed window/ && $1 > a && $1 <= b {
+        for (i = 2; i <= NF; i++) if ($i == "partials,") s += $(i - 1)
+    }
+    END { print s + 0 }')
+say "stage 1 committed $upstream partials during the outage"
+[ "$upstream" -gt 0 ] || fail "no partials were committed upstream during the outage (raise HC_FAULT_SECONDS)"
+[ "$peak" -le $((rss0 + rss_mb * 1024)) ] ||
+    fail "stage 2's VmRSS grew from $rss0 to $peak kB during the outage (bound +$rss_mb MiB)"
+[ "${pid_of[s2-a]}" = "$pid2" ] || fail "stage 2 was restarted"
+
+producer_done
+hcf_finish "$events"
+say "store_outage $store_kind: $events events, outage $((down_ms / 1000)).$((down_ms % 1000 / 100)) s, $errors retries (max back-off $max_backoff ms), RSS $rss0 -> $peak kB, $lost lost, $duplicated duplicated"
+say "wall time $(elapsed) s"
+hcf_pass
