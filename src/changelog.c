@@ -126,12 +126,12 @@ static bool produce(hc_changelog_t *cl, const char *id, size_t len, int64_t tota
     return true;
 }
 
-void hc_changelog_publish(hc_changelog_t *cl, const char *const *ids, const size_t *lens,
-                          const int64_t *totals, size_t n, int64_t as_of_ms,
-                          const hc_store_offset_t *offsets, size_t offset_count)
+void hc_changelog_publish(hc_changelog_t *cl, const hc_store_delta_t *posts, const int64_t *totals,
+                          size_t n, int64_t as_of_ms, const hc_store_offset_t *offsets,
+                          size_t offset_count)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!produce(cl, ids[i], lens[i], totals[i], as_of_ms)) {
+        if (!produce(cl, posts[i].post_id, posts[i].post_id_len, totals[i], as_of_ms)) {
             break;
         }
     }

@@ -49,9 +49,7 @@ struct hc_stage2 {
     hc_store_delta_t *deltas; /* owned scratch for batches */
     size_t deltas_cap;
     hc_store_offset_t *offsets; /* owned scratch for batches */
-    /* owned scratch for the changelog, deltas_cap long */
-    const char **ids;
-    size_t *lens;
+    /* owned, deltas_cap long: each batch post's new total, for the changelog */
     int64_t *totals;
     bool window_open;
     int64_t window_start_ms;
@@ -150,8 +148,6 @@ void hc_stage2_destroy(hc_stage2_t *s2)
         rd_kafka_destroy(s2->consumer);
     }
     hc_changelog_destroy(s2->changelog); /* after the consumer: its marks are committed */
-    free(s2->ids);
-    free(s2->lens);
     free(s2->totals);
     hc_store_close(s2->st);
     hc_table_destroy(s2->tbl);
@@ -325,19 +321,12 @@ static hc_err_t grow_scratch(hc_stage2_t *s2, size_t n)
     if (deltas) {
         s2->deltas = deltas;
     }
-    const char **ids = realloc(s2->ids, cap * sizeof(*ids));
-    if (ids) {
-        s2->ids = ids;
-    }
-    size_t *lens = realloc(s2->lens, cap * sizeof(*lens));
-    if (lens) {
-        s2->lens = lens;
-    }
-    int64_t *totals = realloc(s2->totals, cap * sizeof(*totals));
+    /* only the changelog needs the totals */
+    int64_t *totals = s2->changelog ? realloc(s2->totals, cap * sizeof(*totals)) : NULL;
     if (totals) {
         s2->totals = totals;
     }
-    if (!deltas || !ids || !lens || !totals) {
+    if (!deltas || (s2->changelog && !totals)) {
         return HC_ERR_FATAL;
     }
     s2->deltas_cap = cap;
@@ -351,11 +340,7 @@ static void publish_changelog(hc_stage2_t *s2, size_t n, size_t n_offsets, int64
     if (!s2->changelog) {
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        s2->ids[i] = s2->deltas[i].post_id;
-        s2->lens[i] = s2->deltas[i].post_id_len;
-    }
-    hc_changelog_publish(s2->changelog, s2->ids, s2->lens, s2->totals, n, as_of_ms, s2->offsets,
+    hc_changelog_publish(s2->changelog, s2->deltas, s2->totals, n, as_of_ms, s2->offsets,
                          n_offsets);
 }
 

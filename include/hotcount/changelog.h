@@ -43,11 +43,12 @@ hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, hc_changelog
 /* Waits up to 10 s for the records still queued. Accepts NULL. */
 void hc_changelog_destroy(hc_changelog_t *cl);
 
-/* After a committed store batch: queues totals[i] of the n posts ids[i] (as of as_of_ms) and
- * remembers the batch's offsets, to be marked once every queued record is delivered. */
-void hc_changelog_publish(hc_changelog_t *cl, const char *const *ids, const size_t *lens,
-                          const int64_t *totals, size_t n, int64_t as_of_ms,
-                          const hc_store_offset_t *offsets, size_t offset_count);
+/* After a committed store batch: queues totals[i], the total of posts[i].post_id (as of
+ * as_of_ms; the deltas themselves are not used), and remembers the batch's offsets, to be
+ * marked once every queued record is delivered. */
+void hc_changelog_publish(hc_changelog_t *cl, const hc_store_delta_t *posts, const int64_t *totals,
+                          size_t n, int64_t as_of_ms, const hc_store_offset_t *offsets,
+                          size_t offset_count);
 
 /* Serves delivery reports; when nothing is outstanding and nothing failed since the last mark,
  * commits the remembered offsets through consumer (asynchronously). Cheap; call every loop
