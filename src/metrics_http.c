@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "hotcount/kafka.h"
+#include "hotcount/listen.h"
 #include "hotcount/log.h"
 
 #define LISTEN_BACKLOG 64
@@ -107,114 +108,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     return reply(conn, MHD_HTTP_NOT_FOUND, "not found\n", false);
 }
 
-/* Splits "host:port" or "[v6]:port" (the last colon, so an unbracketed IPv6 host also works).
- * The port: 0..65535, 0 meaning any free port. */
-static bool split_listen(const char *addr, char *host, size_t host_size, char *port,
-                         size_t port_size)
-{
-    const char *colon;
-    const char *host_start = addr;
-    size_t host_len;
-
-    if (addr[0] == '[') {
-        const char *close_bracket = strchr(addr, ']');
-        if (!close_bracket || close_bracket[1] != ':') {
-            return false;
-        }
-        host_start = addr + 1;
-        host_len = (size_t)(close_bracket - host_start);
-        colon = close_bracket + 1;
-    } else {
-        colon = strrchr(addr, ':');
-        if (!colon) {
-            return false;
-        }
-        host_len = (size_t)(colon - addr);
-    }
-    const char *digits = colon + 1;
-    size_t n = strspn(digits, "0123456789");
-    if (host_len == 0 || host_len >= host_size || n == 0 || n > 5 || digits[n] != '\0' ||
-        n >= port_size || strtol(digits, NULL, 10) > 65535) {
-        return false;
-    }
-    memcpy(host, host_start, host_len);
-    host[host_len] = '\0';
-    memcpy(port, digits, n + 1);
-    return true;
-}
-
-/* A listening socket on the first address of addr that binds. Returns the fd, or -1 with errstr
- * set (every failure here is the value of metrics.listen: HC_ERR_INVALID). */
-static int open_listener(const char *addr, int *family, char *errstr, size_t errstr_size)
-{
-    char host[256];
-    char port[8];
-    if (!split_listen(addr, host, sizeof(host), port, sizeof(port))) {
-        hc_errstr_set(errstr, errstr_size,
-                      "metrics.listen: \"%s\" is not host:port or [ipv6]:port with a port in "
-                      "0..65535",
-                      addr);
-        return -1;
-    }
-    struct addrinfo hints = {0};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, port, &hints, &res);
-    if (gai != 0) {
-        hc_errstr_set(errstr, errstr_size, "metrics.listen: cannot resolve host \"%s\": %s", host,
-                      gai_strerror(gai));
-        return -1;
-    }
-    int fd = -1;
-    int saved = 0;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-        if (fd < 0) {
-            saved = errno;
-            continue;
-        }
-        /* Restarts must not wait out TIME_WAIT; a port another socket listens on still fails. */
-        int on = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
-            saved = errno;
-            close(fd);
-            fd = -1;
-            continue;
-        }
-        *family = ai->ai_family;
-    }
-    freeaddrinfo(res);
-    if (fd < 0) {
-        if (saved == EADDRINUSE) {
-            hc_errstr_set(errstr, errstr_size,
-                          "metrics.listen: cannot listen on %s: the port is already in use (stop "
-                          "the other process, pick another port, or set metrics.listen empty to "
-                          "turn metrics off)",
-                          addr);
-        } else {
-            hc_errstr_set(errstr, errstr_size, "metrics.listen: cannot listen on %s: %s", addr,
-                          strerror(saved));
-        }
-    }
-    return fd;
-}
-
-static int bound_port(int fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
-        return -1;
-    }
-    if (ss.ss_family == AF_INET6) {
-        return ntohs(((const struct sockaddr_in6 *)&ss)->sin6_port);
-    }
-    return ntohs(((const struct sockaddr_in *)&ss)->sin_port);
-}
-
 hc_err_t hc_metrics_http_start(const char *listen_addr, hc_metrics_t *m, int64_t flush_ms,
                                hc_metrics_http_t **out, char *errstr, size_t errstr_size)
 {
@@ -230,12 +123,12 @@ hc_err_t hc_metrics_http_start(const char *listen_addr, hc_metrics_t *m, int64_t
     http->metrics = m;
     http->flush_ms = flush_ms;
     int family = AF_INET;
-    int fd = open_listener(listen_addr, &family, errstr, errstr_size);
+    int fd = hc_listen_open("metrics.listen", listen_addr, LISTEN_BACKLOG, &family, &http->port,
+                            errstr, errstr_size);
     if (fd < 0) {
         free(http);
         return HC_ERR_INVALID;
     }
-    http->port = bound_port(fd);
     /* AUTO picks epoll on Linux: select() would fail once this process holds more than
      * FD_SETSIZE descriptors, which Kafka and store connections can reach. */
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO;

@@ -25,6 +25,7 @@
 
 #include "hotcount/event.h"
 #include "hotcount/kafka.h"
+#include "hotcount/listen.h"
 #include "hotcount/log.h"
 #include "hotcount/metrics.h"
 #include "hotcount/serve_cache.h"
@@ -771,66 +772,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- start and stop ------------------------------------------------------------------------ */
 
-/* A listening socket on serve.listen, so that a port in use is reported with its cause. */
-static int open_listener(const char *addr, int *family, int *port, char *errstr, size_t errstr_size)
-{
-    char host[256];
-    const char *colon = strrchr(addr, ':');
-    size_t host_len = colon ? (size_t)(colon - addr) : 0;
-    const char *h = addr;
-    if (host_len >= 2 && addr[0] == '[' && addr[host_len - 1] == ']') {
-        h++;
-        host_len -= 2;
-    }
-    if (!colon || host_len == 0 || host_len >= sizeof(host)) {
-        hc_errstr_set(errstr, errstr_size, "serve.listen: \"%s\" is not host:port", addr);
-        return -1;
-    }
-    memcpy(host, h, host_len);
-    host[host_len] = '\0';
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    int gai = getaddrinfo(host, colon + 1, &hints, &res);
-    if (gai != 0) {
-        hc_errstr_set(errstr, errstr_size, "serve.listen: cannot resolve \"%s\": %s", addr,
-                      gai_strerror(gai));
-        return -1;
-    }
-    int fd = -1, saved = 0;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-        if (fd < 0) {
-            saved = errno;
-            continue;
-        }
-        int on = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
-            saved = errno;
-            close(fd);
-            fd = -1;
-            continue;
-        }
-        *family = ai->ai_family;
-    }
-    freeaddrinfo(res);
-    if (fd < 0) {
-        hc_errstr_set(errstr, errstr_size, "serve.listen: cannot listen on %s: %s", addr,
-                      strerror(saved));
-        return -1;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    *port = -1;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        *port = ss.ss_family == AF_INET6 ? ntohs(((const struct sockaddr_in6 *)&ss)->sin6_port)
-                                         : ntohs(((const struct sockaddr_in *)&ss)->sin_port);
-    }
-    return fd;
-}
-
 static hc_err_t new_cache(hc_serve_t *srv, int64_t ttl_ms, size_t max, hc_serve_load_fn load,
                           hc_serve_cache_t **out, char *errstr, size_t errstr_size)
 {
@@ -881,7 +822,8 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
         goto destroy_caches;
     }
     int family = AF_INET;
-    int fd = open_listener(cfg->serve_listen, &family, &srv->port, errstr, errstr_size);
+    int fd = hc_listen_open("serve.listen", cfg->serve_listen, LISTEN_BACKLOG, &family, &srv->port,
+                            errstr, errstr_size);
     if (fd < 0) {
         err = HC_ERR_INVALID;
         goto destroy_caches;

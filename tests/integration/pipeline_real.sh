@@ -36,43 +36,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-case "$store_kind" in
-sqlite) store="sqlite:$work/counts.db" ;;
-redis) store="${HC_TEST_REDIS_URI:?no redis from the harness}" ;;
-postgresql)
-    # a schema of its own per run: the harness's database is shared by every test
-    psql -q -v ON_ERROR_STOP=1 "${HC_TEST_PG_URI:?no postgresql from the harness}" \
-        -c "CREATE SCHEMA hc_${run//-/_}"
-    store="$HC_TEST_PG_URI?options=-csearch_path%3Dhc_${run//-/_}"
-    ;;
-*) echo "unknown store $store_kind" >&2; exit 2 ;;
-esac
-
-# A unique namespace per run: topics, groups, Redis key prefix.
-cat >"$work/hotcount.properties" <<PROPS
-brokers=$HC_TEST_BROKERS
-topic.raw=t$run.raw
-topic.partials=t$run.partials
-topic.dlq=t$run.dlq
-topic.counts=t$run.counts
-topic.manifest=t$run.manifest
-group.stage1=g$run-stage1
-group.stage2=g$run-stage2
-store=$store
-store.redis.prefix=likes-$run:
-flush.ms=500
-log.level=warn
-# consumer lag reaches the metrics sooner than with the default 5 s
-kafka.consumer.statistics.interval.ms=1000
-PROPS
-cfg=(-c "$work/hotcount.properties")
+# shellcheck source-path=SCRIPTDIR source=namespace.sh
+. "$here/namespace.sh"
+hc_namespace "$store_kind" "topic.counts=t$run.counts" "topic.manifest=t$run.manifest"
 
 "$hc" init "${cfg[@]}" >/dev/null
 "$hc" init "${cfg[@]}" >/dev/null # safe to repeat
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 declare -A pid_of metrics_of
 start_stage() { # stage instance-id
     metrics_of[$2]=127.0.0.1:$(free_port)

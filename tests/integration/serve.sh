@@ -39,36 +39,11 @@ cleanup() {
 trap cleanup EXIT
 rm -f "$art"/*.png "$art"/*.html "$art"/*.log
 
-case "$store_kind" in
-sqlite) store="sqlite:$work/counts.db" ;;
-redis) store="${HC_TEST_REDIS_URI:?no redis from the harness}" ;;
-postgresql)
-    psql -q -v ON_ERROR_STOP=1 "${HC_TEST_PG_URI:?no postgresql from the harness}" \
-        -c "CREATE SCHEMA hc_${run//-/_}"
-    store="$HC_TEST_PG_URI?options=-csearch_path%3Dhc_${run//-/_}"
-    ;;
-*) echo "unknown store $store_kind" >&2; exit 2 ;;
-esac
-
-cat >"$work/hotcount.properties" <<PROPS
-brokers=$HC_TEST_BROKERS
-topic.raw=t$run.raw
-topic.partials=t$run.partials
-topic.dlq=t$run.dlq
-group.stage1=g$run-stage1
-group.stage2=g$run-stage2
-store=$store
-store.redis.prefix=likes-$run:
-flush.ms=500
-log.level=warn
-kafka.consumer.statistics.interval.ms=1000
-PROPS
-cfg=(-c "$work/hotcount.properties")
+# shellcheck source-path=SCRIPTDIR source=namespace.sh
+. "$here/namespace.sh"
+hc_namespace "$store_kind"
 "$hc" init "${cfg[@]}" >/dev/null
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 m1=127.0.0.1:$(free_port)
 m2=127.0.0.1:$(free_port)
 "$hc" stage1 "${cfg[@]}" -X instance.id=s1 -X metrics.listen="$m1" 2>>"$work/stage1.log" &

@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# A namespace of its own for one test run on the harness's shared servers (topics, groups, a
+# Redis key prefix and a PostgreSQL schema, all named after $run) and the properties file that
+# names them. Sourced by tests/integration/*.sh; the fault tests have theirs in
+# tests/faults/lib.sh.
+#
+#   run=…; work=…; . namespace.sh
+#   hc_namespace STORE_KIND [key=value]...   # sqlite|redis|postgresql; the extra lines go into
+#                                            # the properties file; sets store and cfg (-c FILE)
+#   free_port                                # a free TCP port on 127.0.0.1
+
+hc_namespace() {
+    local kind=$1
+    shift
+    case "$kind" in
+    sqlite) store="sqlite:$work/counts.db" ;;
+    redis) store="${HC_TEST_REDIS_URI:?no redis from the harness}" ;;
+    postgresql)
+        # a schema of its own per run: the harness's database is shared by every test
+        psql -q -v ON_ERROR_STOP=1 "${HC_TEST_PG_URI:?no postgresql from the harness}" \
+            -c "CREATE SCHEMA hc_${run//-/_}"
+        store="$HC_TEST_PG_URI?options=-csearch_path%3Dhc_${run//-/_}"
+        ;;
+    *) echo "unknown store $kind" >&2; exit 2 ;;
+    esac
+    {
+        printf '%s\n' "brokers=$HC_TEST_BROKERS" "topic.raw=t$run.raw" \
+            "topic.partials=t$run.partials" "topic.dlq=t$run.dlq" "group.stage1=g$run-stage1" \
+            "group.stage2=g$run-stage2" "store=$store" "store.redis.prefix=likes-$run:" \
+            "flush.ms=500" "log.level=warn" \
+            "# consumer lag reaches the metrics sooner than with the default 5 s" \
+            "kafka.consumer.statistics.interval.ms=1000"
+        [ $# -eq 0 ] || printf '%s\n' "$@"
+    } >"$work/hotcount.properties"
+    cfg=(-c "$work/hotcount.properties")
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
