@@ -18,24 +18,17 @@
 # HC_FAULT_TIMEOUT (stream + 180 s), HC_FAULT_KEEP=1.
 set -Eeuo pipefail
 
-usage() {
-    sed -n '2,/^set -/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
-    exit 2
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
 [ $# -eq 2 ] || usage
 store_kind=$2
-here=$(cd "$(dirname "$0")" && pwd)
 : "${HC_TEST_KAFKA_CTL:?run under tests/harness/with-servers --kafka}"
 
-events=${HC_FAULT_EVENTS:-1000000}
-seconds=${HC_FAULT_SECONDS:-40}
-rate=$(((events + seconds - 1) / seconds))
-seed=${HC_FAULT_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}
+hcf_stream 1000000 40
 down_ms=${HC_FAULT_DOWN_MS:-3000}
 
 HCF_TILING=1
-# shellcheck source-path=SCRIPTDIR source=lib.sh
-. "$here/lib.sh"
 hcf_init broker "$1" "$store_kind"
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 180))}"
 # a broker left down by a failed run would fail every later test of the same harness

@@ -16,22 +16,15 @@
 # (stream + 120 s), HC_FAULT_KEEP=1.
 set -Eeuo pipefail
 
-usage() {
-    sed -n '2,/^set -/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
-    exit 2
-}
-[ $# -eq 2 ] || usage
-store_kind=$2
 here=$(cd "$(dirname "$0")" && pwd)
-
-events=${HC_FAULT_EVENTS:-200000}
-seconds=${HC_FAULT_SECONDS:-5}
-rate=$(((events + seconds - 1) / seconds))
-seed=${HC_FAULT_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}
-
-HCF_CHANGELOG=strict
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$here/lib.sh"
+[ $# -eq 2 ] || usage
+store_kind=$2
+
+hcf_stream 200000 5
+
+HCF_CHANGELOG=strict
 hcf_init changelog_repair "$1" "$store_kind"
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 120))}"
 

@@ -19,23 +19,16 @@
 # HC_FAULT_TIMEOUT (stream + 120 s), HC_FAULT_KEEP=1.
 set -Eeuo pipefail
 
-usage() {
-    sed -n '2,/^set -/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
-    exit 2
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
 [ $# -eq 2 ] || usage
 store_kind=$2
-here=$(cd "$(dirname "$0")" && pwd)
 
-events=${HC_FAULT_EVENTS:-1000000}
-seconds=${HC_FAULT_SECONDS:-30}
-rate=$(((events + seconds - 1) / seconds))
-seed=${HC_FAULT_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}
+hcf_stream 1000000 30
 dups=${HC_FAULT_DUP_POSTS:-20000}
 
 HCF_TILING=1
-# shellcheck source-path=SCRIPTDIR source=lib.sh
-. "$here/lib.sh"
 hcf_init duplicates "$1" "$store_kind"
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 120))}"
 

@@ -34,10 +34,9 @@
 # The work directory with every process's log is kept and printed when the run fails.
 set -Eeuo pipefail
 
-usage() {
-    sed -n '2,/^set -/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
-    exit 2
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
 if [ $# -lt 3 ] || [ $# -gt 4 ]; then usage; fi
 stage=$2
 store_kind=$3
@@ -45,18 +44,13 @@ kills=${4:-10}
 case "$stage" in stage1 | stage2) ;; *) usage ;; esac
 case "$store_kind" in sqlite | redis | postgresql) ;; *) usage ;; esac
 [[ "$kills" =~ ^[1-9][0-9]*$ ]] || usage
-here=$(cd "$(dirname "$0")" && pwd)
 : "${HC_TEST_BROKERS:?run under tests/harness/with-servers --kafka}"
 
-events=${HC_FAULT_EVENTS:-1000000}
-seconds=${HC_FAULT_SECONDS:-$((7 * kills + 8))}
-rate=${HC_FAULT_RATE:-$(((events + seconds - 1) / seconds))}
-seed=${HC_FAULT_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}
+hcf_stream 1000000 $((7 * kills + 8))
+rate=${HC_FAULT_RATE:-$rate}
 timeout_s=${HC_FAULT_TIMEOUT:-$((seconds + 120))}
 RANDOM=$seed
 
-# shellcheck source-path=SCRIPTDIR source=lib.sh
-. "$here/lib.sh"
 HCF_TILING=1 # topic.manifest on; tiling.py checks stage 1's committed offset ranges at the end
 hcf_init kill_loop "$1" "$store_kind"
 hcf_deadline "$timeout_s"

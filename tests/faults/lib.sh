@@ -39,6 +39,16 @@ status=0
 declare -A live=() pid_of=() log_of=() url_of=() kind_of=() gen_of=()
 
 say() { printf '%s\n' "$*"; }
+usage() { # the calling script's header comment (line 2 up to `set -`), then exit 2
+    sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+hcf_stream() { # default-events default-seconds: sets events, seconds, rate (events/s), seed
+    events=${HC_FAULT_EVENTS:-$1}
+    seconds=${HC_FAULT_SECONDS:-$2}
+    rate=$(((events + seconds - 1) / seconds))
+    seed=${HC_FAULT_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}
+}
 elapsed() { # seconds since hcf_init, one decimal
     local ms=$(($(date +%s%3N) - t0))
     printf '%d.%d' $((ms / 1000)) $((ms % 1000 / 100))

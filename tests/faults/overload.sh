@@ -32,17 +32,12 @@
 # HC_FAULT_KEEP=1.
 set -Eeuo pipefail
 
-usage() {
-    sed -n '2,/^set -/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
-    exit 2
-}
-[ $# -eq 1 ] || usage
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+[ $# -eq 1 ] || usage
 
-events=${HC_FAULT_EVENTS:-1000000}
-seconds=${HC_FAULT_SECONDS:-25}
-rate=$(((events + seconds - 1) / seconds))
-seed=${HC_FAULT_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}
+hcf_stream 1000000 25
 stall_s=${HC_FAULT_SLOW_S:-8}
 max_keys=${HC_FAULT_MAX_KEYS:-1000}
 min_lag=${HC_FAULT_MIN_LAG:-1000}
@@ -50,8 +45,6 @@ rss_mb=${HC_FAULT_RSS_MB:-96}
 HCF_PROPS=kafka.consumer.statistics.interval.ms=1000
 
 HCF_TILING=1
-# shellcheck source-path=SCRIPTDIR source=lib.sh
-. "$here/lib.sh"
 hcf_init overload "$1" postgresql
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 180))}"
 

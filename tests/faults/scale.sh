@@ -19,26 +19,19 @@
 # + 120 s), HC_FAULT_KEEP=1.
 set -Eeuo pipefail
 
-usage() {
-    sed -n '2,/^set -/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
-    exit 2
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
 if [ $# -lt 3 ] || [ $# -gt 4 ]; then usage; fi
 which=$2
 store_kind=$3
 cycles=${4:-2}
 case "$which" in stage1) stages=(stage1) ;; stage2) stages=(stage2) ;; both) stages=(stage1 stage2) ;; *) usage ;; esac
 [[ "$cycles" =~ ^[1-9][0-9]*$ ]] || usage
-here=$(cd "$(dirname "$0")" && pwd)
 
-events=${HC_FAULT_EVENTS:-1000000}
-seconds=${HC_FAULT_SECONDS:-$((6 * cycles * ${#stages[@]} + 6))}
-rate=$(((events + seconds - 1) / seconds))
-seed=${HC_FAULT_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}
+hcf_stream 1000000 $((6 * cycles * ${#stages[@]} + 6))
 
 HCF_TILING=1
-# shellcheck source-path=SCRIPTDIR source=lib.sh
-. "$here/lib.sh"
 hcf_init scale "$1" "$store_kind"
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 120))}"
 

@@ -28,20 +28,15 @@
 # HC_FAULT_SEED, HC_FAULT_TIMEOUT (stream + 180 s), HC_FAULT_KEEP=1.
 set -Eeuo pipefail
 
-usage() {
-    sed -n '2,/^set -/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
-    exit 2
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
 [ $# -eq 2 ] || usage
 store_kind=$2
 case "$store_kind" in redis | postgresql) ;; *) usage ;; esac
-here=$(cd "$(dirname "$0")" && pwd)
 harness=$(cd "$here/../harness" && pwd)
 
-events=${HC_FAULT_EVENTS:-1000000}
-seconds=${HC_FAULT_SECONDS:-25}
-rate=$(((events + seconds - 1) / seconds))
-seed=${HC_FAULT_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}
+hcf_stream 1000000 25
 outage_s=${HC_FAULT_OUTAGE_S:-10}
 rss_mb=${HC_FAULT_RSS_MB:-64}
 
@@ -66,8 +61,6 @@ hcf_private_store=1
 HCF_PROPS=kafka.consumer.statistics.interval.ms=1000
 
 HCF_TILING=1
-# shellcheck source-path=SCRIPTDIR source=lib.sh
-. "$here/lib.sh"
 hcf_init store_outage "$1" "$store_kind"
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 180))}"
 
