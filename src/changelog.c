@@ -68,6 +68,36 @@ hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, hc_changelog
     return HC_OK;
 }
 
+/* Replaces the producer with a new one: after a fatal error (the idempotent producer's state is
+ * gone for good), or to drop records that must not be delivered late. The old producer's
+ * records go with it, unreported; failed is set, so the marks wait for a repair. */
+static void renew_producer(hc_changelog_t *cl, const char *why)
+{
+    char errstr[512];
+    hc_kafka_opts_t opts = {.dr_msg_cb = dr_msg_cb, .opaque = cl};
+    rd_kafka_t *fresh =
+        hc_kafka_new(cl->cfg, HC_KAFKA_ROLE_PRODUCER, &opts, errstr, sizeof(errstr));
+    if (!fresh) {
+        hc_log(HC_LOG_ERROR, cl->name, "changelog: a new producer (%s): %s", why, errstr);
+        return;
+    }
+    hc_log(HC_LOG_WARN, cl->name, "changelog: new producer (%s); %" PRId64 " records dropped", why,
+           cl->outstanding);
+    rd_kafka_t *old = cl->producer;
+    cl->producer = fresh;
+    rd_kafka_destroy(old);
+    cl->outstanding = 0;
+    cl->failed = true;
+}
+
+static void renew_if_fatal(hc_changelog_t *cl)
+{
+    char reason[256];
+    if (rd_kafka_fatal_error(cl->producer, reason, sizeof(reason)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        renew_producer(cl, reason);
+    }
+}
+
 void hc_changelog_destroy(hc_changelog_t *cl)
 {
     if (!cl) {
@@ -162,6 +192,7 @@ static rd_kafka_topic_partition_list_t *take_marks(hc_changelog_t *cl)
 void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer)
 {
     rd_kafka_poll(cl->producer, 0);
+    renew_if_fatal(cl);
     /* After a failure the marks wait for a repair: committing them would skip the lost
      * records' batch on the next takeover. */
     if (cl->outstanding > 0 || cl->failed) {
@@ -178,7 +209,15 @@ void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer)
 void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int timeout_ms)
 {
     rd_kafka_flush(cl->producer, timeout_ms);
-    if (cl->outstanding > 0 || cl->failed) {
+    if (cl->outstanding > 0) {
+        /* Kafka is unreachable. Records still queued here could reach the topic after the next
+         * owner's repair and put older totals last: drop them (the marks stay, so that repair
+         * republishes their posts). */
+        renew_producer(cl, "records not delivered before the partitions were given up; the next "
+                           "owner republishes their posts");
+        return;
+    }
+    if (cl->failed) {
         return;
     }
     rd_kafka_topic_partition_list_t *list = take_marks(cl);
@@ -312,6 +351,7 @@ hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_
         return HC_OK;
     }
     int64_t t0 = hc_now_ms();
+    renew_if_fatal(cl);
     cl->failed = false; /* what failed before is in these ranges */
     hc_table_t *tbl = hc_table_new(REPAIR_KEYS);
     rd_kafka_t *reader = hc_kafka_new(cl->cfg, HC_KAFKA_ROLE_READER, NULL, errstr, errstr_size);

@@ -263,9 +263,28 @@ done:
     return err;
 }
 
+/* True when the group has taken the assignment away (the session timed out) and the revoke is
+ * still to come: re-assigning now races librdkafka 2.0.2's own stop of those partitions (an
+ * assertion, rktp_started, seen in SIGSTOP runs). Every partition is then treated as gone: its
+ * messages are dropped until the next assignment, which reads the store's offsets anyway. */
+static bool assignment_lost(hc_stage2_t *s2)
+{
+    if (!rd_kafka_assignment_lost(s2->consumer)) {
+        return false;
+    }
+    for (int32_t p = 0; p < s2->parts_cap; p++) {
+        s2->parts[p].assigned = false;
+    }
+    hc_log(HC_LOG_INFO, s2->name, "assignment lost: waiting for the next one");
+    return true;
+}
+
 /* Re-assigns every assigned partition at the offsets now in the store. */
 static hc_err_t reassign_from_store(hc_stage2_t *s2, char *errstr, size_t errstr_size)
 {
+    if (assignment_lost(s2)) {
+        return HC_OK;
+    }
     rd_kafka_topic_partition_list_t *assigned = NULL;
     if (rd_kafka_assignment(s2->consumer, &assigned)) {
         hc_errstr_set(errstr, errstr_size, "assignment unavailable");
@@ -283,6 +302,9 @@ static hc_err_t reassign_from_store(hc_stage2_t *s2, char *errstr, size_t errstr
  * partial we could not hold). */
 static hc_err_t reassign_from_memory(hc_stage2_t *s2, char *errstr, size_t errstr_size)
 {
+    if (assignment_lost(s2)) {
+        return HC_OK;
+    }
     rd_kafka_topic_partition_list_t *list =
         rd_kafka_topic_partition_list_new(atomic_load(&s2->assigned));
     for (int32_t p = 0; p < s2->parts_cap; p++) {

@@ -56,7 +56,9 @@ void hc_changelog_publish(hc_changelog_t *cl, const hc_store_delta_t *posts, con
 void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer);
 
 /* Before the consumer gives partitions up: waits (up to timeout_ms) for the queued records and
- * commits the marks synchronously, so the next owner repairs as little as possible. */
+ * commits the marks synchronously, so the next owner repairs as little as possible. Records not
+ * delivered by then (Kafka unreachable) are dropped, their marks not committed: delivered later,
+ * they could land after the next owner's repair with older totals. */
 void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int timeout_ms);
 
 /* True after a record was not delivered: the caller repairs its assigned partitions (ranges,

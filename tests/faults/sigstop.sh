@@ -95,8 +95,11 @@ for st in "${stages[@]}"; do
     else
         wait_for 60 0.2 logged "$v" 'aborting window' ||
             fail "$v: its zombie transaction was not aborted within 60 s of SIGCONT"
-        n=$(metric "$(scrape "$v")" 'hotcount_transactions_total{outcome="abort"}')
-        [ "$n" -ge 1 ] || fail "$v logged an abort but counts $n aborted transactions"
+        # the log line comes before abort_transaction returns; the metric after
+        aborts() { metric "$(scrape "$v")" 'hotcount_transactions_total{outcome="abort"}'; }
+        aborted() { [ "$(aborts)" -ge 1 ]; }
+        wait_for 30 0.2 aborted || fail "$v logged an abort but counted none within 30 s"
+        n=$(aborts)
         say "$v fenced: $(grep -m 1 'aborting window' "${log_of[$v]}" | cut -c 1-220); aborts=$n"
     fi
     refused=$((refused + 1))
