@@ -180,23 +180,25 @@ static hc_err_t record_offset(hc_stage1_t *s1, const rd_kafka_message_t *rkm, ch
     return err;
 }
 
-/* Produces into the open transaction, waiting while the local queue is full. */
+/* Produces into the open transaction, waiting while the local queue is full. timestamp_ms: the
+ * record's timestamp, 0 for the time of the call (a window's records share the window's close
+ * time, which also spares librdkafka a clock read per partial). */
 static hc_err_t produce(hc_stage1_t *s1, const char *topic, const void *key, size_t key_len,
-                        const void *value, size_t value_len, rd_kafka_headers_t *hdrs, char *errstr,
-                        size_t errstr_size)
+                        const void *value, size_t value_len, int64_t timestamp_ms,
+                        rd_kafka_headers_t *hdrs, char *errstr, size_t errstr_size)
 {
     for (;;) {
         rd_kafka_resp_err_t err;
         if (hdrs) {
             err = rd_kafka_producev(
                 s1->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
-                RD_KAFKA_V_VALUE((void *)value, value_len),
+                RD_KAFKA_V_VALUE((void *)value, value_len), RD_KAFKA_V_TIMESTAMP(timestamp_ms),
                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
         } else {
-            err = rd_kafka_producev(s1->producer, RD_KAFKA_V_TOPIC(topic),
-                                    RD_KAFKA_V_KEY(key, key_len),
-                                    RD_KAFKA_V_VALUE((void *)value, value_len),
-                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+            err = rd_kafka_producev(
+                s1->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
+                RD_KAFKA_V_VALUE((void *)value, value_len), RD_KAFKA_V_TIMESTAMP(timestamp_ms),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
         }
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
             return HC_OK; /* the headers now belong to the message */
@@ -238,7 +240,7 @@ static hc_err_t produce_dlq(hc_stage1_t *s1, const rd_kafka_message_t *rkm,
             rd_kafka_header_add(hdrs, "hotcount-truncated-from", -1, orig, -1);
         }
         hc_err_t err = produce(s1, s1->cfg->topic_dlq, rkm->key, rkm->key_len, rkm->payload, len,
-                               hdrs, errstr, errstr_size);
+                               0, hdrs, errstr, errstr_size);
         if (err != HC_ERR_INVALID) {
             return err;
         }
@@ -375,7 +377,8 @@ static void publish_hot_keys(hc_stage1_t *s1, int64_t now)
 }
 
 /* The window's manifest record into its transaction (topic.manifest set). */
-static hc_err_t produce_manifest(hc_stage1_t *s1, char *errstr, size_t errstr_size)
+static hc_err_t produce_manifest(hc_stage1_t *s1, int64_t timestamp_ms, char *errstr,
+                                 size_t errstr_size)
 {
     /* From the table, not from what was produced: a partial that went missing on the way shows
      * as a difference between the committed partials and the committed manifests. */
@@ -400,7 +403,7 @@ static hc_err_t produce_manifest(hc_stage1_t *s1, char *errstr, size_t errstr_si
         return HC_ERR_FATAL;
     }
     hc_err_t err = produce(s1, s1->cfg->topic_manifest, s1->txn_id, strlen(s1->txn_id), buf, len,
-                           NULL, errstr, errstr_size);
+                           timestamp_ms, NULL, errstr, errstr_size);
     free(buf);
     return err == HC_ERR_INVALID ? HC_ERR_FATAL : err;
 }
@@ -411,6 +414,7 @@ static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t
 {
     const hc_config_t *cfg = s1->cfg;
     int64_t t0 = hc_now_ms();
+    int64_t closed_at = hc_wall_ms(); /* the timestamp of the window's records */
     size_t n = hc_table_count(s1->tbl);
     hc_err_t err = HC_OK;
 #ifdef HC_MUTANT_DROP_PARTIAL
@@ -433,8 +437,8 @@ static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t
                           ent->post_id_len);
             return HC_ERR_FATAL;
         }
-        err = produce(s1, cfg->topic_partials, ent->post_id, ent->post_id_len, buf, len, NULL,
-                      errstr, errstr_size);
+        err = produce(s1, cfg->topic_partials, ent->post_id, ent->post_id_len, buf, len,
+                      closed_at, NULL, errstr, errstr_size);
         if (err == HC_ERR_ABORT) {
             return abort_window(s1, rewind, errstr, errstr, errstr_size);
         }
@@ -444,7 +448,7 @@ static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t
     }
 
     if (cfg->topic_manifest[0]) {
-        err = produce_manifest(s1, errstr, errstr_size);
+        err = produce_manifest(s1, closed_at, errstr, errstr_size);
         if (err == HC_ERR_ABORT) {
             return abort_window(s1, rewind, errstr, errstr, errstr_size);
         }
@@ -614,6 +618,8 @@ hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, s
     while (!atomic_load_explicit(stop, memory_order_relaxed)) {
         atomic_store(&s1->heartbeat_ms, now);
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(s1->consumer, 0);
+        /* fatal client errors are looked for whenever the clock is read */
+        bool checkpoint = !rkm || since_clock + 1 == CLOCK_EVERY;
         if (rkm && ++since_clock == CLOCK_EVERY) {
             now = hc_now_ms();
             since_clock = 0;
@@ -681,8 +687,9 @@ hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, s
                 break;
             }
         }
-        if ((err = hc_kafka_fatal_check(s1->consumer, errstr, errstr_size)) != HC_OK ||
-            (err = hc_kafka_fatal_check(s1->producer, errstr, errstr_size)) != HC_OK) {
+        if (checkpoint &&
+            ((err = hc_kafka_fatal_check(s1->consumer, errstr, errstr_size)) != HC_OK ||
+             (err = hc_kafka_fatal_check(s1->producer, errstr, errstr_size)) != HC_OK)) {
             break;
         }
     }
