@@ -54,6 +54,7 @@ struct hc_stage2 {
     bool window_open;
     int64_t window_start_ms;
     int64_t window_due_ms; /* when the open window closes (window.h) */
+    int64_t last_flush_wall_ms; /* when the loop last flushed, INT64_MIN before (window.h) */
     int64_t window_events;
     int64_t window_partials;
     /* a failed batch waiting for its retry; the partitions are paused meanwhile */
@@ -95,6 +96,7 @@ hc_err_t hc_stage2_new(const hc_config_t *cfg, const char *instance_id, hc_metri
         hc_errstr_set(errstr, errstr_size, "out of memory");
         return HC_ERR_FATAL;
     }
+    s2->last_flush_wall_ms = INT64_MIN;
     s2->cfg = cfg;
     s2->metrics = metrics;
     snprintf(s2->name, sizeof(s2->name), "stage2/%s", instance_id);
@@ -620,8 +622,8 @@ static hc_err_t handle_message(hc_stage2_t *s2, const rd_kafka_message_t *rkm, c
     if (!s2->window_open) {
         s2->window_open = true;
         s2->window_start_ms = hc_now_ms();
-        s2->window_due_ms = hc_window_due_ms(s2->window_start_ms, hc_wall_ms(), s2->cfg->flush_ms,
-                                             hc_window_stage2_phase_ms(s2->cfg->flush_ms));
+        s2->window_due_ms = hc_window_stage2_due_ms(s2->window_start_ms, hc_wall_ms(),
+                                                    s2->cfg->flush_ms, s2->last_flush_wall_ms);
         hc_metrics_stage_input(s2->metrics, HC_METRICS_STAGE2, s2->window_start_ms);
     }
     s2->window_partials++;
@@ -688,6 +690,7 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
         bool due = s2->retry_pending ? now >= s2->retry_at_ms
                                      : s2->window_open && now >= s2->window_due_ms;
         if (due) {
+            s2->last_flush_wall_ms = hc_wall_ms();
             err = flush_window(s2, errstr, errstr_size);
             if (err == HC_ERR_CONFLICT || err == HC_ERR_TRANSIENT) {
                 err = HC_OK;

@@ -19,4 +19,18 @@ int64_t hc_window_due_ms(int64_t now_mono_ms, int64_t now_wall_ms, int64_t flush
  * commit still lands in the same stage-2 window. */
 int64_t hc_window_stage2_phase_ms(int64_t flush_ms);
 
+/* Stage 2's close time for a window opened now. On time: the next phase point. A window that
+ * opens after a phase point at which stage 2 flushed nothing holds the partials of a stage-1
+ * commit that ran past the phase (a slow transaction on a busy machine): it closes
+ * hc_window_stage2_linger_ms after it opened, not at the next phase point a whole flush.ms
+ * later, which was the tail of the end-to-end latency. last_flush_wall_ms: the wall time of
+ * stage 2's last flush (INT64_MIN before the first). So stage 2 flushes at most twice per
+ * flush.ms, and once per flush.ms while stage 1 commits within the phase. */
+int64_t hc_window_stage2_due_ms(int64_t now_mono_ms, int64_t now_wall_ms, int64_t flush_ms,
+                                int64_t last_flush_wall_ms);
+
+/* How long a late stage-2 window waits for the rest of the late commits' partials (those of one
+ * transaction arrive together; other stage-1 instances commit within tens of milliseconds). */
+int64_t hc_window_stage2_linger_ms(int64_t flush_ms);
+
 #endif

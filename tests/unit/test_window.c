@@ -50,6 +50,43 @@ static void never_more_than_one_window_away(void **state)
     }
 }
 
+static void stage2_on_time_waits_for_the_phase(void **state)
+{
+    (void)state;
+    /* flushed at 10 500, the last phase point: a window opened at 11 100 closes at 11 500 */
+    assert_int_equal(hc_window_stage2_due_ms(0, 11100, 1000, 10500), 400);
+    assert_int_equal(hc_window_stage2_due_ms(0, 11100, 1000, 10700), 400);
+    /* a window opened on a phase point at which stage 2 just flushed: the next one */
+    assert_int_equal(hc_window_stage2_due_ms(0, 11500, 1000, 11500), 1000);
+}
+
+static void stage2_late_window_lingers_only(void **state)
+{
+    (void)state;
+    /* nothing flushed at 11 500 (stage 1's commit ran late): a window opened at 11 600 closes
+     * after the linger, not at 12 500 */
+    assert_int_equal(hc_window_stage2_linger_ms(1000), 100);
+    assert_int_equal(hc_window_stage2_due_ms(0, 11600, 1000, 10500), 100);
+    assert_int_equal(hc_window_stage2_due_ms(0, 11600, 1000, INT64_MIN), 100);
+    /* never later than the next phase point */
+    assert_int_equal(hc_window_stage2_due_ms(0, 12450, 1000, 10500), 50);
+}
+
+static void stage2_at_most_two_flushes_per_window(void **state)
+{
+    (void)state;
+    /* Opened right after any flush, a window closes no sooner than the next phase point; so
+     * between two phase points there is at most the late flush and the on-time one. */
+    for (int64_t flush = 10; flush <= 5000; flush = flush * 3 + 1) {
+        int64_t phase = hc_window_stage2_phase_ms(flush);
+        for (int64_t last = 0; last < 3 * flush; last += 3) {
+            int64_t due = hc_window_stage2_due_ms(0, last, flush, last);
+            assert_true(due >= 1 && due <= flush);
+            assert_int_equal(((last + due - phase) % flush + flush) % flush, 0);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -57,6 +94,9 @@ int main(void)
         cmocka_unit_test(phase_shifts_the_boundary),
         cmocka_unit_test(every_process_gets_the_same_boundary),
         cmocka_unit_test(never_more_than_one_window_away),
+        cmocka_unit_test(stage2_on_time_waits_for_the_phase),
+        cmocka_unit_test(stage2_late_window_lingers_only),
+        cmocka_unit_test(stage2_at_most_two_flushes_per_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
