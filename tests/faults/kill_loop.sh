@@ -90,10 +90,12 @@ probe() { # instance-id
         fi
     else
         held=$(metric "$m" 'hotcount_assigned_partitions{stage="2"}')
-        # partials stage 1 committed after this instance's last stored batch (or assignment),
-        # more than 50 ms ago (time to fetch them): they are in its open window, or on the way
+        # partials stage 1 committed after this instance's last stored batch (or assignment):
+        # they are in its open window, or on the way to it. (A stage 2 flushes a stage-1 commit
+        # that came after its phase point within tens of milliseconds, window.h: a grace for
+        # the fetch would let most probes find it idle.)
         [ -n "$last" ] || last=0000
-        partials=$(cat "$work"/s1-?.*.log | awk -v a="$last" -v b="$(iso_ms $((now - 50)))" '
+        partials=$(cat "$work"/s1-?.*.log | awk -v a="$last" -v b="$(iso_ms "$now")" '
             /committed window/ && $1 > a && $1 <= b {
                 for (i = 2; i <= NF; i++) if ($i == "partials,") s += $(i - 1)
             }
