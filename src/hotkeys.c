@@ -307,6 +307,59 @@ static inline void increment(hc_hotkeys_t *hk, uint16_t c)
     ct->group = next;
 }
 
+/* count += d for counter c, where count + d stays below the next run's count (or c's run is the
+ * top one): c moves to the top end of its run and keeps it (alone in it) or starts a run of its
+ * own. O(1). */
+static void raise_within_gap(hc_hotkeys_t *hk, uint16_t c, int64_t d)
+{
+    counter_t *ct = &hk->ctr[c];
+    uint16_t g = ct->group;
+    group_t *grp = &hk->groups[g];
+    uint16_t hi = grp->hi;
+
+    if (ct->pos != hi) {
+        uint16_t other = hk->ord[hi];
+        hk->ord[ct->pos] = other;
+        hk->ctr[other].pos = ct->pos;
+        hk->ord[hi] = c;
+        ct->pos = hi;
+    }
+    ct->count += d;
+    if (grp->lo == hi) {
+        grp->count += d;
+        return;
+    }
+    grp->hi = (uint16_t)(hi - 1);
+    /* the run had two counters or more, so fewer than k runs are live: a spare exists */
+    uint16_t fresh = hk->spare[--hk->spare_n];
+    hk->groups[fresh] = (group_t){.count = ct->count, .lo = hi, .hi = hi};
+    ct->group = fresh;
+}
+
+/* count += w for counter c, keeping ord sorted: a jump through each gap between runs and one
+ * increment into each run passed. O(runs passed), at most k. */
+static void increment_by(hc_hotkeys_t *hk, uint16_t c, int64_t w)
+{
+    while (w > 0) {
+        const counter_t *ct = &hk->ctr[c];
+        uint16_t hi = hk->groups[ct->group].hi;
+        int64_t gap = INT64_MAX; /* counts strictly between c's and the next run's */
+        if ((size_t)hi + 1 < hk->k) {
+            gap = hk->groups[hk->ctr[hk->ord[hi + 1]].group].count - ct->count - 1;
+        }
+        if (gap > 0) {
+            int64_t d = gap < w ? gap : w;
+            raise_within_gap(hk, c, d);
+            w -= d;
+            if (w == 0) {
+                return;
+            }
+        }
+        increment(hk, c); /* joins the next run */
+        w--;
+    }
+}
+
 /* The miss path: a smallest counter goes to the newcomer, which may have occurred up to that
  * counter's count times while unmonitored; that count becomes its error. Returns the counter,
  * still to be incremented. */
@@ -335,6 +388,17 @@ void hc_hotkeys_offer(hc_hotkeys_t *hk, const char *post_id, size_t post_id_len)
     int c = find(hk, post_id, post_id_len, h);
     /* one call site, so the compiler inlines increment */
     increment(hk, c >= 0 ? (uint16_t)c : take_over(hk, post_id, post_id_len, h));
+}
+
+void hc_hotkeys_offer_n(hc_hotkeys_t *hk, const char *post_id, size_t post_id_len, int64_t n)
+{
+    if (post_id_len > HC_POST_ID_MAX || n < 1) {
+        return;
+    }
+    uint32_t h = hash_key(post_id, post_id_len);
+    hk->events += n;
+    int c = find(hk, post_id, post_id_len, h);
+    increment_by(hk, c >= 0 ? (uint16_t)c : take_over(hk, post_id, post_id_len, h), n);
 }
 
 int64_t hc_hotkeys_events(const hc_hotkeys_t *hk)

@@ -76,6 +76,11 @@ void hc_hotkeys_destroy(hc_hotkeys_t *hk);
  * than HC_POST_ID_MAX (never a valid event) is ignored. */
 void hc_hotkeys_offer(hc_hotkeys_t *hk, const char *post_id, size_t post_id_len);
 
+/* n events of post_id at once (weighted space-saving: the bounds above hold with N the sum of
+ * the weights): stage 1 offers each post of its table once per window, with the window's exact
+ * count, instead of once per event. O(k) at worst, no allocation; n < 1 is ignored. */
+void hc_hotkeys_offer_n(hc_hotkeys_t *hk, const char *post_id, size_t post_id_len, int64_t n);
+
 /* Offers (events) in the open window, N above. */
 int64_t hc_hotkeys_events(const hc_hotkeys_t *hk);
 

@@ -184,17 +184,20 @@ static void post_above_n_over_k_is_always_reported(void **state)
 
 /* Differential check against exact counts on seeded Zipf streams: counts never underestimate,
  * count - error never overestimates, every post above N / k is reported, the counts sum to N
- * and the smallest counter is at most N / k. */
-static void matches_exact_counts_on_zipf_streams(void **state)
+ * and the smallest counter is at most N / k. weighted: the stream is first summed per post,
+ * the way stage 1's table does, and each post offered once with hc_hotkeys_offer_n, in order
+ * of first appearance. */
+static void check_zipf_streams(bool weighted)
 {
-    (void)state;
     const size_t ks[] = {1, 8, 64, 256};
     const double skews[] = {0.8, 1.1, 1.5};
     const uint64_t posts = 20000;
     const int events = 200000;
     int64_t *exact = calloc(posts + 1, sizeof(*exact));
+    uint64_t *order = calloc(posts, sizeof(*order));
     hc_hotkey_t *out = calloc(256, sizeof(*out));
     assert_non_null(exact);
+    assert_non_null(order);
     assert_non_null(out);
     for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
         for (size_t si = 0; si < sizeof(skews) / sizeof(skews[0]); si++) {
@@ -208,12 +211,22 @@ static void matches_exact_counts_on_zipf_streams(void **state)
             hc_rng_init(&rng, 1000 + ki * 10 + si);
             hc_zipf_init(&zipf, posts, skews[si]);
             memset(exact, 0, (posts + 1) * sizeof(*exact));
+            size_t order_n = 0;
             for (int i = 0; i < events; i++) {
                 uint64_t rank = hc_zipf_sample(&zipf, &rng);
                 int len = snprintf(id, sizeof(id), "%llu", (unsigned long long)rank);
-                exact[rank]++;
-                hc_hotkeys_offer(hk, id, (size_t)len);
+                if (exact[rank]++ == 0) {
+                    order[order_n++] = rank;
+                }
+                if (!weighted) {
+                    hc_hotkeys_offer(hk, id, (size_t)len);
+                }
             }
+            for (size_t i = 0; weighted && i < order_n; i++) {
+                int len = snprintf(id, sizeof(id), "%llu", (unsigned long long)order[i]);
+                hc_hotkeys_offer_n(hk, id, (size_t)len, exact[order[i]]);
+            }
+            assert_int_equal(hc_hotkeys_events(hk), events);
             hc_hotkeys_window_end(hk, 1000, out, k, &n);
             assert_true(n <= k);
             int64_t sum = 0;
@@ -251,7 +264,52 @@ static void matches_exact_counts_on_zipf_streams(void **state)
         }
     }
     free(out);
+    free(order);
     free(exact);
+}
+
+static void matches_exact_counts_on_zipf_streams(void **state)
+{
+    (void)state;
+    check_zipf_streams(false);
+}
+
+static void weighted_offers_keep_the_bounds(void **state)
+{
+    (void)state;
+    check_zipf_streams(true);
+}
+
+/* A weighted offer is the same as as many offers in a row: here the counts are exact (fewer
+ * posts than counters) and every jump through the runs must keep them sorted. */
+static void offer_n_equals_repeated_offers(void **state)
+{
+    (void)state;
+    hc_hotkeys_t *a = hc_hotkeys_new(8, 0, 0);
+    hc_hotkeys_t *b = hc_hotkeys_new(8, 0, 0);
+    hc_hotkey_t oa[8], ob[8];
+    size_t na, nb;
+    const char *ids[] = {"p1", "p2", "p3", "p4", "p5"};
+    const int64_t w[] = {3, 1, 7, 3, 2, 40, 1, 5, 9, 2};
+    assert_non_null(a);
+    assert_non_null(b);
+    for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
+        const char *id = ids[(i * 3) % 5];
+        hc_hotkeys_offer_n(a, id, strlen(id), w[i]);
+        offer_str(b, id, (int)w[i]);
+    }
+    hc_hotkeys_offer_n(a, "p1", 2, 0); /* ignored */
+    hc_hotkeys_window_end(a, 1000, oa, 8, &na);
+    hc_hotkeys_window_end(b, 1000, ob, 8, &nb);
+    assert_int_equal(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        assert_int_equal(oa[i].count, ob[i].count);
+        assert_int_equal(oa[i].error, 0);
+        assert_non_null(find_str(ob, nb, oa[i].post_id));
+        assert_int_equal(find_str(ob, nb, oa[i].post_id)->count, oa[i].count);
+    }
+    hc_hotkeys_destroy(a);
+    hc_hotkeys_destroy(b);
 }
 
 static void keys_are_compared_as_bytes(void **state)
@@ -492,6 +550,8 @@ int main(void)
         cmocka_unit_test(zero_window_counts_as_one_ms),
         cmocka_unit_test(post_above_n_over_k_is_always_reported),
         cmocka_unit_test(matches_exact_counts_on_zipf_streams),
+        cmocka_unit_test(weighted_offers_keep_the_bounds),
+        cmocka_unit_test(offer_n_equals_repeated_offers),
         cmocka_unit_test(keys_are_compared_as_bytes),
         cmocka_unit_test(hysteresis_enters_stays_and_leaves),
         cmocka_unit_test(rates_scale_with_the_window_length),
