@@ -27,7 +27,6 @@ struct hc_changelog {
     bool failed;          /* a record was not delivered since the last repair */
     int64_t *marks;       /* owned, by partition: offset to commit once delivered, or -1 */
     int32_t marks_cap;
-    bool marks_pending;
 };
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
@@ -128,7 +127,6 @@ static bool mark(hc_changelog_t *cl, int32_t partition, int64_t next)
     }
     if (next > cl->marks[partition]) {
         cl->marks[partition] = next;
-        cl->marks_pending = true;
     }
     return true;
 }
@@ -174,18 +172,17 @@ void hc_changelog_publish(hc_changelog_t *cl, const hc_store_delta_t *posts, con
 /* The pending marks as a list for commit, cleared; NULL when there are none. */
 static rd_kafka_topic_partition_list_t *take_marks(hc_changelog_t *cl)
 {
-    if (!cl->marks_pending) {
-        return NULL;
-    }
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(8);
+    rd_kafka_topic_partition_list_t *list = NULL;
     for (int32_t p = 0; p < cl->marks_cap; p++) {
         if (cl->marks[p] >= 0) {
+            if (!list) {
+                list = rd_kafka_topic_partition_list_new(8);
+            }
             rd_kafka_topic_partition_list_add(list, cl->cfg->topic_partials, p)->offset =
                 cl->marks[p];
             cl->marks[p] = -1;
         }
     }
-    cl->marks_pending = false;
     return list;
 }
 

@@ -58,8 +58,6 @@ static bool conf_set(rd_kafka_conf_t *conf, const char *shown, const char *name,
 
 /* hotcount's settings per role; the user's kafka.* props are applied after them. */
 
-/* librdkafka's maximum: the message count never stops a fetch, the byte bound does */
-#define QUEUED_MIN_MESSAGES "10000000"
 static const prop_t stage1_consumer_props[] = {
     /* offsets travel inside stage 1's transaction, never through the consumer */
     {"enable.auto.commit", "false"},
@@ -70,11 +68,12 @@ static const prop_t stage1_consumer_props[] = {
     {"isolation.level", "read_committed"},
     /* consumer lag per partition for the metrics endpoint */
     {"statistics.interval.ms", "5000"},
-    /* The pre-fetch queue is bounded by bytes (queued.max.messages.kbytes), not by count: in
-     * librdkafka 2.0.2 the count is of the whole assignment's queue, and crossing it stops
-     * fetching for a fixed second. Stage 1 lets the queue fill while it commits a window, so
-     * at the default (100 000) it fetched about 200 000 events a second whatever its speed. */
-    {"queued.min.messages", QUEUED_MIN_MESSAGES},
+    /* The pre-fetch queue is bounded by bytes (queued.max.messages.kbytes, 64 MiB), not by
+     * count: in librdkafka 2.0.2 the count is of the whole assignment's queue, and crossing it
+     * stops fetching for a fixed second. Stage 1 lets the queue fill while it commits a window,
+     * so at the default (100 000) it fetched about 200 000 events a second whatever its speed.
+     * Stage 2 keeps the default: a third as many messages, and its memory is per live key. */
+    {"queued.min.messages", "10000000"}, /* librdkafka's maximum */
     {NULL, NULL},
 };
 
@@ -93,7 +92,6 @@ static const prop_t stage2_consumer_props[] = {
     /* only committed stage-1 transactions: an aborted window's partials are never counted */
     {"isolation.level", STAGE2_ISOLATION},
     {"statistics.interval.ms", "5000"},
-    {"queued.min.messages", QUEUED_MIN_MESSAGES}, /* as stage 1's: it pauses for store commits */
     {NULL, NULL},
 };
 
@@ -288,6 +286,11 @@ hc_err_t hc_kafka_error_take(rd_kafka_error_t *error, char *errstr, size_t errst
                   rd_kafka_error_string(error));
     rd_kafka_error_destroy(error);
     return err;
+}
+
+bool hc_kafka_may_reassign(rd_kafka_t *rk)
+{
+    return !rd_kafka_assignment_lost(rk);
 }
 
 hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size)

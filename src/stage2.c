@@ -54,7 +54,7 @@ struct hc_stage2 {
     bool window_open;
     int64_t window_start_ms;
     int64_t window_due_ms; /* when the open window closes (window.h) */
-    int64_t last_flush_wall_ms; /* when the loop last flushed, INT64_MIN before (window.h) */
+    int64_t last_flush_wall_ms; /* when a flush last began, INT64_MIN before (window.h) */
     int64_t window_events;
     int64_t window_partials;
     /* a failed batch waiting for its retry; the partitions are paused meanwhile */
@@ -265,13 +265,12 @@ done:
     return err;
 }
 
-/* True when the group has taken the assignment away (the session timed out) and the revoke is
- * still to come: re-assigning now races librdkafka 2.0.2's own stop of those partitions (an
- * assertion, rktp_started, seen in SIGSTOP runs). Every partition is then treated as gone: its
- * messages are dropped until the next assignment, which reads the store's offsets anyway. */
+/* True when the assignment is lost and may not be re-assigned (hc_kafka_may_reassign). Every
+ * partition is then treated as gone: its messages are dropped until the next assignment, which
+ * reads the store's offsets anyway. */
 static bool assignment_lost(hc_stage2_t *s2)
 {
-    if (!rd_kafka_assignment_lost(s2->consumer)) {
+    if (hc_kafka_may_reassign(s2->consumer)) {
         return false;
     }
     for (int32_t p = 0; p < s2->parts_cap; p++) {
@@ -435,6 +434,7 @@ static void observe_end_to_end(hc_stage2_t *s2, int64_t committed_wall_ms)
 static hc_err_t flush_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
 {
     int64_t t0 = hc_now_ms();
+    s2->last_flush_wall_ms = hc_wall_ms();
     size_t n = hc_table_count(s2->tbl);
     if (n > s2->deltas_cap && grow_scratch(s2, n) != HC_OK) {
         hc_errstr_set(errstr, errstr_size, "out of memory");
@@ -690,7 +690,6 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
         bool due = s2->retry_pending ? now >= s2->retry_at_ms
                                      : s2->window_open && now >= s2->window_due_ms;
         if (due) {
-            s2->last_flush_wall_ms = hc_wall_ms();
             err = flush_window(s2, errstr, errstr_size);
             if (err == HC_ERR_CONFLICT || err == HC_ERR_TRANSIENT) {
                 err = HC_OK;

@@ -9,6 +9,8 @@
 #ifndef HOTCOUNT_KAFKA_H
 #define HOTCOUNT_KAFKA_H
 
+#include <stdbool.h>
+
 #include <librdkafka/rdkafka.h>
 
 #include "hotcount/config.h"
@@ -56,6 +58,14 @@ hc_err_t hc_kafka_error_take(rd_kafka_error_t *error, char *errstr, size_t errst
 
 /* rd_kafka_fatal_error() as an hc_err_t: HC_ERR_FATAL with the reason, or HC_OK. */
 hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size);
+
+/* Whether a consumer may re-assign its partitions now (to rewind them, or to re-read them from
+ * stored offsets): not while the group has taken the assignment away after a session timeout
+ * and the revoke is still to come. librdkafka 2.0.2 stops lost partitions itself, and an assign
+ * racing that stop trips its assertion (rktp_started; seen in about 1 of 10 broker-outage and
+ * SIGSTOP runs). A caller told no re-assigns at the next assignment instead, and trusts no
+ * message fetched until then. */
+bool hc_kafka_may_reassign(rd_kafka_t *rk);
 
 /* Now in milliseconds, monotonic (windows, backoffs). */
 int64_t hc_now_ms(void);
