@@ -28,16 +28,12 @@ python3 -c 'import confluent_kafka' 2>/dev/null ||
 
 run=$(date +%s%N | tail -c 9)-$$
 work=$(mktemp -d)
-pids=()
+# shellcheck source-path=SCRIPTDIR source=../integration/namespace.sh
+. "$here/../integration/namespace.sh"
 monitor=''
 cleanup() {
     [ -z "$monitor" ] || kill "$monitor" 2>/dev/null || true
-    for pid in "${pids[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
+    stop_tracked
     if [ "${status:-1}" -eq 0 ]; then
         rm -rf "$work"
     else
@@ -47,19 +43,7 @@ cleanup() {
 trap cleanup EXIT
 t0=$SECONDS
 
-cat >"$work/hotcount.properties" <<PROPS
-brokers=$HC_TEST_BROKERS
-topic.raw=t$run.raw
-topic.partials=t$run.partials
-topic.dlq=t$run.dlq
-group.stage1=g$run-stage1
-group.stage2=g$run-stage2
-store=sqlite:$work/counts.db
-flush.ms=500
-metrics.listen=
-log.level=warn
-PROPS
-cfg=(-c "$work/hotcount.properties")
+hc_namespace sqlite "metrics.listen="
 "$hc" init "${cfg[@]}" >/dev/null
 
 declare -A pid_of

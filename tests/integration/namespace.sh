@@ -8,6 +8,8 @@
 #   hc_namespace STORE_KIND [key=value]...   # sqlite|redis|postgresql; the extra lines go into
 #                                            # the properties file; sets store and cfg (-c FILE)
 #   free_port                                # a free TCP port on 127.0.0.1
+#   pids+=($!) ... stop_tracked              # SIGTERM every tracked process, then reap it
+#                                            # (for the caller's EXIT trap)
 
 hc_namespace() {
     local kind=$1
@@ -37,4 +39,15 @@ hc_namespace() {
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+pids=()
+stop_tracked() {
+    local pid
+    for pid in "${pids[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
 }

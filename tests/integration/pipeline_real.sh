@@ -24,20 +24,14 @@ events=${HC_TEST_EVENTS:-1000000}
 
 run=$(date +%s%N | tail -c 9)-$$
 work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
 
 # shellcheck source-path=SCRIPTDIR source=namespace.sh
 . "$here/namespace.sh"
+cleanup() {
+    stop_tracked
+    rm -rf "$work"
+}
+trap cleanup EXIT
 hc_namespace "$store_kind" "topic.counts=t$run.counts" "topic.manifest=t$run.manifest"
 
 "$hc" init "${cfg[@]}" >/dev/null

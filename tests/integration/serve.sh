@@ -25,22 +25,16 @@ events=${HC_TEST_EVENTS:-200000}
 
 run=$(date +%s%N | tail -c 9)-$$
 work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    cp "$work"/*.log "$art/" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
 rm -f "$art"/*.png "$art"/*.html "$art"/*.log
 
 # shellcheck source-path=SCRIPTDIR source=namespace.sh
 . "$here/namespace.sh"
+cleanup() {
+    stop_tracked
+    cp "$work"/*.log "$art/" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
 hc_namespace "$store_kind"
 "$hc" init "${cfg[@]}" >/dev/null
 
