@@ -21,7 +21,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         build-essential cmake ninja-build pkg-config \
         librdkafka-dev libjansson-dev libsqlite3-dev libhiredis-dev libpq-dev \
-        libmicrohttpd-dev libcmocka-dev \
+        libmicrohttpd-dev libcmocka-dev libjemalloc-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
@@ -49,7 +49,7 @@ FROM debian:12-slim AS runtime
 # PostgreSQL sslmode=verify-full.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        librdkafka1 libjansson4 libsqlite3-0 libhiredis0.14 libpq5 libmicrohttpd12 \
+        librdkafka1 libjansson4 libsqlite3-0 libhiredis0.14 libpq5 libmicrohttpd12 libjemalloc2 \
         ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 

@@ -726,9 +726,9 @@ def check_dockerfile(rep, hotcount):
         build, runtime = stages[0], stages[-1]
         want_build = {"build-essential", "cmake", "ninja-build", "pkg-config", "librdkafka-dev",
                       "libjansson-dev", "libsqlite3-dev", "libhiredis-dev", "libpq-dev",
-                      "libmicrohttpd-dev", "libcmocka-dev"}
+                      "libmicrohttpd-dev", "libcmocka-dev", "libjemalloc-dev"}
         want_runtime = {"librdkafka1", "libjansson4", "libsqlite3-0", "libhiredis0.14", "libpq5",
-                        "libmicrohttpd12", "ca-certificates"}
+                        "libmicrohttpd12", "libjemalloc2", "ca-certificates"}
         missing = want_build - apt_packages(build)
         if missing:
             rep.fail(path, f"build stage does not install {', '.join(sorted(missing))}")
