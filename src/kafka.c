@@ -57,7 +57,6 @@ static bool conf_set(rd_kafka_conf_t *conf, const char *shown, const char *name,
 }
 
 /* hotcount's settings per role; the user's kafka.* props are applied after them. */
-
 static const prop_t stage1_consumer_props[] = {
     /* offsets travel inside stage 1's transaction, never through the consumer */
     {"enable.auto.commit", "false"},

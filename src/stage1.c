@@ -239,8 +239,8 @@ static hc_err_t produce_dlq(hc_stage1_t *s1, const rd_kafka_message_t *rkm,
             snprintf(orig, sizeof(orig), "%zu", rkm->len);
             rd_kafka_header_add(hdrs, "hotcount-truncated-from", -1, orig, -1);
         }
-        hc_err_t err = produce(s1, s1->cfg->topic_dlq, rkm->key, rkm->key_len, rkm->payload, len,
-                               0, hdrs, errstr, errstr_size);
+        hc_err_t err = produce(s1, s1->cfg->topic_dlq, rkm->key, rkm->key_len, rkm->payload, len, 0,
+                               hdrs, errstr, errstr_size);
         if (err != HC_ERR_INVALID) {
             return err;
         }
@@ -443,8 +443,8 @@ static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t
                           ent->post_id_len);
             return HC_ERR_FATAL;
         }
-        err = produce(s1, cfg->topic_partials, ent->post_id, ent->post_id_len, buf, len,
-                      closed_at, NULL, errstr, errstr_size);
+        err = produce(s1, cfg->topic_partials, ent->post_id, ent->post_id_len, buf, len, closed_at,
+                      NULL, errstr, errstr_size);
         if (err == HC_ERR_ABORT) {
             return abort_window(s1, rewind, errstr, errstr, errstr_size);
         }

@@ -53,7 +53,7 @@ struct hc_stage2 {
     int64_t *totals;
     bool window_open;
     int64_t window_start_ms;
-    int64_t window_due_ms; /* when the open window closes (window.h) */
+    int64_t window_due_ms;      /* when the open window closes (window.h) */
     int64_t last_flush_wall_ms; /* when a flush last began, INT64_MIN before (window.h) */
     int64_t window_events;
     int64_t window_partials;

@@ -24,8 +24,8 @@ int64_t hc_window_stage2_linger_ms(int64_t flush_ms)
 int64_t hc_window_stage2_due_ms(int64_t now_mono_ms, int64_t now_wall_ms, int64_t flush_ms,
                                 int64_t last_flush_wall_ms)
 {
-    int64_t next = hc_window_due_ms(now_mono_ms, now_wall_ms, flush_ms,
-                                    hc_window_stage2_phase_ms(flush_ms));
+    int64_t next =
+        hc_window_due_ms(now_mono_ms, now_wall_ms, flush_ms, hc_window_stage2_phase_ms(flush_ms));
     int64_t last_phase_wall = now_wall_ms + (next - now_mono_ms) - flush_ms; /* <= now */
     if (last_flush_wall_ms >= last_phase_wall) {
         return next; /* this phase point had its flush: one per flush.ms */
