@@ -16,10 +16,8 @@ import math
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
@@ -267,8 +265,7 @@ def main():
         sys.exit("latency: HC_TEST_REDIS_URI is not set (with-servers --all)")
     seconds = float(os.environ.get("BENCH_LATENCY_SECONDS") or (8 if p.smoke else 60))
     share = float(os.environ.get("BENCH_LATENCY_SHARE") or 0.5)
-    work = tempfile.mkdtemp(prefix="bench-latency-")
-    try:
+    with hcbench.work_dir("bench-latency-") as work:
         if os.environ.get("BENCH_LATENCY_RATE"):
             max_rate = float(os.environ["BENCH_LATENCY_RATE"])
             log(f"latency: maximum rate given: {max_rate:.0f} events/s")
@@ -277,11 +274,6 @@ def main():
             log(f"latency: sustained maximum {max_rate:.0f} events/s")
         p.run += "-p"  # a fresh namespace for the probe phase
         probe_run(p, os.path.join(work, "probe"), max_rate * share, seconds)
-    finally:
-        if os.environ.get("BENCH_KEEP_WORK") != "1":
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log(f"bench: work directory kept: {work}")
 
 
 if __name__ == "__main__":

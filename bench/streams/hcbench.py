@@ -3,13 +3,16 @@ bench/scenarios/latency): the scenario parameters, a unique namespace per run, l
 topic, running hotcount's stages as processes, their CPU seconds from /proc, their metrics, and a
 minimal Redis client. Logs go to stderr; stdout is reserved for the scenario's JSON lines.
 """
+import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -43,6 +46,19 @@ class Params:
         self.run = f"{int(time.time() * 1000) % 100000000}-{os.getpid()}"
         if not os.access(self.hotcount, os.X_OK):
             sys.exit(f"{scenario}: no hotcount binary at {self.hotcount} (set BENCH_HOTCOUNT)")
+
+
+@contextlib.contextmanager
+def work_dir(prefix):
+    """A scratch directory for one scenario run, removed afterwards unless BENCH_KEEP_WORK=1."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield work
+    finally:
+        if os.environ.get("BENCH_KEEP_WORK") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            log(f"bench: work directory kept: {work}")
 
 
 def need(name):

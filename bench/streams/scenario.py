@@ -12,7 +12,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -207,8 +206,7 @@ def run_hotcount(p, work, raw, events, want):
 def main():
     p = hcbench.Params("streams")
     threads = int(os.environ.get("BENCH_STREAMS_THREADS") or 1)
-    work = tempfile.mkdtemp(prefix="bench-streams-")
-    try:
+    with hcbench.work_dir("bench-streams-") as work:
         classpath = build_jar()
         raw, events = hcbench.load_raw(p, work)
         t0 = time.monotonic()
@@ -230,11 +228,6 @@ def main():
         log(f"streams: hotcount/streams events per CPU-second: "
             f"{h['events_per_cpu_s'] / s['events_per_cpu_s']:.2f}x "
             f"(excluding start-up: {(h['events_per_cpu_s_excl_startup'] or 0) / (s['events_per_cpu_s_excl_startup'] or 1):.2f}x)")
-    finally:
-        if os.environ.get("BENCH_KEEP_WORK") != "1":
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log(f"bench: work directory kept: {work}")
 
 
 if __name__ == "__main__":
