@@ -32,6 +32,10 @@
 # HC_FAULT_KEEP=1 keeps the work directory, which a failing run always keeps (every
 # incarnation's log: ID.N.log) and prints.
 
+# hc_store_uri: the store of a namespace, as the integration tests make it
+# shellcheck source-path=SCRIPTDIR source=../integration/namespace.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../integration/namespace.sh"
+
 hcf_name=${hcf_name:-faults}
 ok=''     # set by hcf_pass
 guard=''  # the deadline's pid
@@ -161,17 +165,7 @@ hcf_init() { # name hotcount store-kind
     trap 'say "FAIL: terminated"; exit 143' TERM
 
     [ -z "${hcf_pre_store:-}" ] || "$hcf_pre_store" # e.g. a private store server in $work
-    case "$store_kind" in
-    sqlite) store="sqlite:$work/counts.db" ;;
-    redis) store="${HC_TEST_REDIS_URI:?run under tests/harness/with-servers --redis}" ;;
-    postgresql)
-        # a schema of its own per run: the harness's database is shared by every test
-        psql -q -v ON_ERROR_STOP=1 "${HC_TEST_PG_URI:?run under tests/harness/with-servers --postgres}" \
-            -c "CREATE SCHEMA $schema"
-        store="$HC_TEST_PG_URI?options=-csearch_path%3D$schema"
-        ;;
-    *) fail "unknown store $store_kind" ;;
-    esac
+    hc_store_uri "$store_kind" || fail "unknown store $store_kind" # schema: $schema
 
     cat >"$work/hotcount.properties" <<PROPS
 brokers=$HC_TEST_BROKERS

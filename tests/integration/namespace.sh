@@ -7,14 +7,13 @@
 #   run=…; work=…; . namespace.sh
 #   hc_namespace STORE_KIND [key=value]...   # sqlite|redis|postgresql; the extra lines go into
 #                                            # the properties file; sets store and cfg (-c FILE)
+#   hc_store_uri STORE_KIND                  # only the store (a PostgreSQL schema hc_<run>)
 #   free_port                                # a free TCP port on 127.0.0.1
 #   pids+=($!) ... stop_tracked              # SIGTERM every tracked process, then reap it
 #                                            # (for the caller's EXIT trap)
 
-hc_namespace() {
-    local kind=$1
-    shift
-    case "$kind" in
+hc_store_uri() { # KIND: sets store; status 2 for an unknown KIND
+    case "$1" in
     sqlite) store="sqlite:$work/counts.db" ;;
     redis) store="${HC_TEST_REDIS_URI:?no redis from the harness}" ;;
     postgresql)
@@ -23,8 +22,14 @@ hc_namespace() {
             -c "CREATE SCHEMA hc_${run//-/_}"
         store="$HC_TEST_PG_URI?options=-csearch_path%3Dhc_${run//-/_}"
         ;;
-    *) echo "unknown store $kind" >&2; exit 2 ;;
+    *) return 2 ;;
     esac
+}
+
+hc_namespace() {
+    local kind=$1
+    shift
+    hc_store_uri "$kind" || { echo "unknown store $kind" >&2; exit 2; }
     {
         printf '%s\n' "brokers=$HC_TEST_BROKERS" "topic.raw=t$run.raw" \
             "topic.partials=t$run.partials" "topic.dlq=t$run.dlq" "group.stage1=g$run-stage1" \
