@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # A namespace of its own for one test run on the harness's shared servers (topics, groups, a
 # Redis key prefix and a PostgreSQL schema, all named after $run) and the properties file that
-# names them. Sourced by tests/integration/*.sh; the fault tests have theirs in
-# tests/faults/lib.sh.
+# names them. Sourced by tests/integration/*.sh and tests/hostile/hostile.sh; the fault tests
+# (tests/faults/lib.sh) take only the store from here and write their own properties file.
 #
 #   run=…; work=…; . namespace.sh
 #   hc_namespace STORE_KIND [key=value]...   # sqlite|redis|postgresql; the extra lines go into
