@@ -262,6 +262,22 @@ static void index_remove(hc_hotkeys_t *hk, uint16_t c)
     hk->slots[i].ctr1 = 0;
 }
 
+/* Moves counter c to the top end of its run (one swap; the run's counts are all equal, so ord
+ * stays sorted) and returns that position. */
+static inline uint16_t move_to_run_top(hc_hotkeys_t *hk, uint16_t c)
+{
+    counter_t *ct = &hk->ctr[c];
+    uint16_t hi = hk->groups[ct->group].hi;
+    if (ct->pos != hi) {
+        uint16_t other = hk->ord[hi];
+        hk->ord[ct->pos] = other;
+        hk->ctr[other].pos = ct->pos;
+        hk->ord[hi] = c;
+        ct->pos = hi;
+    }
+    return hi;
+}
+
 /* count += 1 for counter c, keeping ord sorted: c moves to the top end of its run (one swap),
  * then either its run shrinks and c starts or joins the next run, or a one-counter run simply
  * takes the new count. O(1). */
@@ -270,15 +286,8 @@ static inline void increment(hc_hotkeys_t *hk, uint16_t c)
     counter_t *ct = &hk->ctr[c];
     uint16_t g = ct->group;
     group_t *grp = &hk->groups[g];
-    uint16_t hi = grp->hi;
+    uint16_t hi = move_to_run_top(hk, c);
 
-    if (ct->pos != hi) {
-        uint16_t other = hk->ord[hi];
-        hk->ord[ct->pos] = other;
-        hk->ctr[other].pos = ct->pos;
-        hk->ord[hi] = c;
-        ct->pos = hi;
-    }
     ct->count++;
     uint16_t next = UINT16_MAX;
     if ((size_t)hi + 1 < hk->k) {
@@ -313,17 +322,9 @@ static inline void increment(hc_hotkeys_t *hk, uint16_t c)
 static void raise_within_gap(hc_hotkeys_t *hk, uint16_t c, int64_t d)
 {
     counter_t *ct = &hk->ctr[c];
-    uint16_t g = ct->group;
-    group_t *grp = &hk->groups[g];
-    uint16_t hi = grp->hi;
+    group_t *grp = &hk->groups[ct->group];
+    uint16_t hi = move_to_run_top(hk, c);
 
-    if (ct->pos != hi) {
-        uint16_t other = hk->ord[hi];
-        hk->ord[ct->pos] = other;
-        hk->ctr[other].pos = ct->pos;
-        hk->ord[hi] = c;
-        ct->pos = hi;
-    }
     ct->count += d;
     if (grp->lo == hi) {
         grp->count += d;
