@@ -621,7 +621,9 @@ hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, s
     int64_t now = hc_now_ms();
     unsigned since_clock = 0;
     while (!atomic_load_explicit(stop, memory_order_relaxed)) {
-        atomic_store(&s1->heartbeat_ms, now);
+        /* relaxed: a plain store, not a locked instruction per message; the watchdog only
+         * needs the value, no ordering with anything else */
+        atomic_store_explicit(&s1->heartbeat_ms, now, memory_order_relaxed);
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(s1->consumer, 0);
         /* fatal client errors are looked for whenever the clock is read */
         bool checkpoint = !rkm || since_clock + 1 == CLOCK_EVERY;

@@ -656,8 +656,8 @@ hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, s
 
     err = HC_OK;
     while (!atomic_load_explicit(stop, memory_order_relaxed)) {
-        atomic_store(&s2->heartbeat_ms, hc_now_ms());
         int64_t now = hc_now_ms();
+        atomic_store_explicit(&s2->heartbeat_ms, now, memory_order_relaxed); /* as stage 1's */
         int timeout = 100;
         if (s2->retry_pending) {
             int64_t left = s2->retry_at_ms - now;
