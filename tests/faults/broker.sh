@@ -35,7 +35,6 @@ hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 180))}"
 broker_up() { "$HC_TEST_KAFKA_CTL" status >/dev/null 2>&1 || "$HC_TEST_KAFKA_CTL" start >/dev/null 2>&1; }
 hcf_on_exit=broker_up
 
-windows() { grep -c 'committed window\|stored batch' "${log_of[$1]}" || true; }
 declare -A mark=()
 each_windowed() {
     local id

@@ -32,9 +32,7 @@ repaired() { grep -q 'changelog repaired' "${log_of[s2-a]}"; }
 
 start_stage stage1 s1-a
 start_stage stage2 s2-a -X topic.counts=
-for id in s1-a s2-a; do
-    wait_assigned "$id" 60 || fail "$id holds no partitions 60 s after its start"
-done
+wait_all_assigned s1-a s2-a
 say "changelog_repair $store_kind: $events events at $rate/s (~$seconds s), seed $seed, run $run"
 start_producer "$events" "$rate" "$seed"
 producer_done

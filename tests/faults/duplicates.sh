@@ -32,17 +32,13 @@ HCF_TILING=1
 hcf_init duplicates "$1" "$store_kind"
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 120))}"
 
-stored() { grep -q 'stored batch' "${log_of[s2-a]}"; }
-
 start_stage stage1 s1-a
 start_stage stage1 s1-b
 start_stage stage2 s2-a
-for id in s1-a s1-b s2-a; do
-    wait_assigned "$id" 60 || fail "$id holds no partitions 60 s after its start"
-done
+wait_all_assigned s1-a s1-b s2-a
 say "duplicates $store_kind: $events events at $rate/s (~$seconds s) + $dups events sent twice, seed $seed, run $run"
 start_producer "$events" "$rate" "$seed"
-wait_for 60 0.1 stored || fail "s2-a stored no batch within 60 s"
+wait_for 60 0.1 windowed_since s2-a 0 || fail "s2-a stored no batch within 60 s"
 ours "$producer" || fail "the stream ended before the duplicates (raise HC_FAULT_SECONDS)"
 run_waiting python3 "$here/dup_produce.py" --brokers "$HC_TEST_BROKERS" --topic "f$run.raw" \
     --posts "$dups" >"$work/dup_produce.log" 2>&1 || { cat "$work/dup_produce.log"; fail "dup_produce.py"; }

@@ -116,9 +116,7 @@ start_stage stage1 s1-a
 start_stage stage1 s1-b
 start_stage stage2 s2-a
 start_stage stage2 s2-b
-for id in s1-a s1-b s2-a s2-b; do
-    wait_assigned "$id" 60 || fail "$id holds no partitions 60 s after its start"
-done
+wait_all_assigned s1-a s1-b s2-a s2-b
 say "kill_loop $stage $store_kind: $events events at $rate/s (~$seconds s), $kills kills, seed $seed, run $run"
 
 start_producer "$events" "$rate" "$seed"

@@ -9,6 +9,8 @@
 #                                     # HCF_* knobs below; sets the globals listed next
 #   hcf_deadline SECONDS              # SIGALRM (a failed run) after SECONDS
 #   start_stage stage1|stage2 ID [-X key=value]...   stop_stage ID   wait_assigned ID SECONDS
+#   wait_all_assigned ID...           # each within 60 s, or the run fails
+#   windows ID   windowed_since ID N  # windows an instance finished (commits or stored batches)
 #   start_producer EVENTS RATE SEED [produce options]   producer_done (reaps it, must exit 0)
 #   wait_for SECONDS STEP COMMAND...  # a bounded wait on a condition
 #   hcf_finish EVENTS                 # every check; sets $lost, $duplicated; fails the run
@@ -252,6 +254,16 @@ wait_assigned() { # instance-id seconds: until it holds partitions; status 1 on 
     done
     return 1
 }
+wait_all_assigned() { # instance-id...: until each holds partitions (60 s each), or the run fails
+    local id
+    for id; do
+        wait_assigned "$id" 60 || fail "$id holds no partitions 60 s after its start"
+    done
+}
+windows() { # instance-id: windows it finished (committed transactions or stored batches)
+    grep -c 'committed window\|stored batch' "${log_of[$1]}" || true
+}
+windowed_since() { [ "$(windows "$1")" -gt "$2" ]; } # instance-id count
 iso_ms() { # epoch ms -> the stages' log timestamp format (UTC, ms)
     date -u -d "@$(($1 / 1000)).$(printf '%03d' $(($1 % 1000)))" +%Y-%m-%dT%H:%M:%S.%3NZ
 }

@@ -35,9 +35,6 @@ HCF_TILING=1
 hcf_init scale "$1" "$store_kind"
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 120))}"
 
-windows() { # instance-id: windows it finished (committed transactions or stored batches)
-    grep -c 'committed window\|stored batch' "${log_of[$1]}" || true
-}
 holds_all() { # id partitions: it alone holds every partition
     [ "$(assigned "$1")" -eq "$2" ]
 }

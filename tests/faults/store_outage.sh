@@ -64,17 +64,13 @@ HCF_TILING=1
 hcf_init store_outage "$1" "$store_kind"
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 180))}"
 
-windows() { grep -c 'stored batch' "${log_of[$1]}" || true; }
-windowed_since() { [ "$(windows "$1")" -gt "$2" ]; }
 logged() { grep -q "$2" "${log_of[$1]}"; }
 lag() { metric_sum "$(scrape s2-a)" "hotcount_consumer_lag{topic=\"f$run.partials\""; }
 
 start_stage stage1 s1-a
 start_stage stage1 s1-b
 start_stage stage2 s2-a
-for id in s1-a s1-b s2-a; do
-    wait_assigned "$id" 60 || fail "$id holds no partitions 60 s after its start"
-done
+wait_all_assigned s1-a s1-b s2-a
 pid2=${pid_of[s2-a]}
 say "store_outage $store_kind: $events events at $rate/s (~$seconds s), outage ${outage_s} s, seed $seed, run $run"
 start_producer "$events" "$rate" "$seed"
