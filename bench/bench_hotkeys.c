@@ -11,8 +11,9 @@
  * a counter: index removal, key copy, insertion, the costlier path); s = 0 (uniform over 100k
  * posts, almost every offer a miss) is the worst case.
  *
- *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude bench/bench_hotkeys.c src/hotkeys.c src/zipf.c \
- *       -lm -o /tmp/bench_hotkeys && /tmp/bench_hotkeys [events] [distinct] [zipf_s] [k] [window]
+ *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude/core bench/bench_hotkeys.c src/core/hotkeys.c
+ * src/core/zipf.c \ -lm -o /tmp/bench_hotkeys && /tmp/bench_hotkeys [events] [distinct] [zipf_s]
+ * [k] [window]
  *
  * Measured on the development machine: a 2-vCPU Intel Xeon VM that was running other builds and
  * a Kafka test at the time (load average about 2), gcc 12 -O2, 4M events over 100k posts,

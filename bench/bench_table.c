@@ -5,7 +5,7 @@
  * Keys and the draw sequence are precomputed, so the timed loop is the table alone (plus one
  * sequential read of the index array). Uses the public header only.
  *
- *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude bench/bench_table.c src/table.c -lm \
+ *   gcc -std=c11 -D_GNU_SOURCE -O2 -Iinclude/core bench/bench_table.c src/core/table.c -lm \
  *       -o /tmp/bench_table && /tmp/bench_table [events] [distinct] [zipf_s] */
 #include <math.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* libFuzzer target for hc_event_parse (src/event.c); tools/fuzz builds and runs it.
+/* libFuzzer target for hc_event_parse (src/core/event.c); tools/fuzz builds and runs it.
  *
  * Every input is parsed
  *   - with the production limit (4096) and with a limit far above -max_len, so that inputs over

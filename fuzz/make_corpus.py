@@ -3,7 +3,7 @@
 what it shows). Re-run after editing; files it does not write (e.g. regression inputs that a
 fuzzing run found, named regress-*) are kept.
 
-Seeds cover valid events of every field shape, every invalid reason of include/hotcount/event.h,
+Seeds cover valid events of every field shape, every invalid reason of include/core/hotcount/event.h,
 the documented divergences from the jansson reference (D1..D5) and the boundaries (256-byte post
 id, 64 levels, the int64 range, 4096 bytes). Every seed is at most 8192 bytes (tools/fuzz runs
 with -max_len=8192).

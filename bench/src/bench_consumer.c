@@ -29,6 +29,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "hotcount/clock.h"
 #include "hotcount/config.h"
 #include "hotcount/event.h"
 #include "hotcount/kafka.h"

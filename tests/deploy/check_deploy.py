@@ -13,7 +13,7 @@ HOTCOUNT is the built binary (build/hotcount). What is checked:
     deploy/systemd, with its properties file and -X flags, goes through
     `HOTCOUNT <stage1|stage2|run> --check-config` and must print "configuration ok".
   * Metric names: every metric in deploy/prometheus/alerts.yml and in the Grafana dashboard's
-    queries is in the table at the top of include/hotcount/metrics.h (histograms with their
+    queries is in the table at the top of include/obs/hotcount/metrics.h (histograms with their
     _bucket/_sum/_count series), label names exist on that metric, and label values of the
     enumerated labels (result, outcome, stage) are ones the table lists.
   * PromQL: `promtool check rules` on alerts.yml, `promtool check config` on prometheus.yml,
@@ -380,7 +380,7 @@ def check_expr_metrics(rep, where, expr, metrics, recorded, allow_up=True):
                         base, suffix = name[: -len(sfx)], sfx
                         break
                 else:
-                    rep.fail(where, f"metric {name!r} is not in include/hotcount/metrics.h's table")
+                    rep.fail(where, f"metric {name!r} is not in include/obs/hotcount/metrics.h's table")
                     continue
             elif metrics[name]["type"] == "histogram":
                 rep.fail(where, f"histogram {name!r} has no series of that name: use {name}_bucket, "
@@ -1486,10 +1486,10 @@ def main():
     docs = {}
     check_yaml_parses(rep, docs)
     metrics = {}
-    with rep.check("include/hotcount/metrics.h: metric table parses"):
+    with rep.check("include/obs/hotcount/metrics.h: metric table parses"):
         metrics = parse_metrics_table(repo("include", "hotcount", "metrics.h"))
         if len(metrics) < 10:
-            rep.fail("include/hotcount/metrics.h", f"found only {len(metrics)} metrics in the table")
+            rep.fail("include/obs/hotcount/metrics.h", f"found only {len(metrics)} metrics in the table")
     compose, invs = check_compose(rep, docs, hotcount)
     check_dockerfile(rep, hotcount)
     recorded = check_prometheus(rep, docs, compose, invs, metrics, strict)

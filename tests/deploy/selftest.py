@@ -31,7 +31,7 @@ DASH = "deploy/grafana/dashboards/hotcount.json"
 
 # (name, file, old, new, tool needed to catch it or None)
 MUTATIONS = [
-    # metric names and labels against include/hotcount/metrics.h
+    # metric names and labels against include/obs/hotcount/metrics.h
     ("alert uses an unknown metric", ALERTS, "hotcount_partials_total", "hotcount_partial_total", None),
     ("alert uses an unknown label value", ALERTS, 'outcome="abort"', 'outcome="aborted"', None),
     ("alert uses an unknown label", ALERTS, 'result="invalid"', 'reslt="invalid"', None),
@@ -86,7 +86,7 @@ MUTATIONS = [
     ("Dockerfile: build stage runs tests", "Dockerfile", "--target hotcount \\",
      "--target hotcount && ctest --test-dir build \\", None),
     (".dockerignore drops src/", ".dockerignore", "!src/\n", "", None),
-    (".dockerignore drops one source", ".dockerignore", "**/*.db\n", "**/*.db\nsrc/store_pgsql.c\n", None),
+    (".dockerignore drops one source", ".dockerignore", "**/*.db\n", "**/*.db\nsrc/store/store_pgsql.c\n", None),
 ]
 
 

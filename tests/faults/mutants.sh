@@ -8,7 +8,7 @@
 # tree with cmake -DHC_MUTANT=<name> (RelWithDebInfo, target hotcount only) in
 # DIR/build-mutant-<name> (DIR: the source tree):
 #   drop_partial      stage 1 silently skips the first partial with likes of its third window
-#   double_apply      the third store batch with deltas is applied twice (src/store.c)
+#   double_apply      the third store batch with deltas is applied twice (src/store/store.c)
 #   read_uncommitted  stage 2 consumes the partials with isolation.level=read_uncommitted
 # The check (one run per binary, the product first; needs tests/harness/with-servers --kafka):
 # a SQLite store, one stage-1 and one stage-2 process, topic.manifest set, `hotcount produce`

@@ -5,7 +5,7 @@
 
 With topic.manifest set, every stage-1 transaction carries one manifest record: per raw
 partition, the range [first, next) of offsets the window consumed and how many messages it
-processed there (include/hotcount/manifest.h). An aborted transaction's manifest is aborted with
+processed there (include/core/hotcount/manifest.h). An aborted transaction's manifest is aborted with
 its partials, so reading the manifest topic read_committed (with tests/oracle/oracle.py's
 reader) gives exactly the windows whose counts reached stage 2. For every partition of the raw
 topic this checks that those ranges, sorted, start at the low watermark, follow each other

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/hostile/corpus.jsonl: malformed and adversarial likes.raw messages, each with the
-Kafka key it is sent with and what stage 1 must make of it (include/hotcount/event.h).
+Kafka key it is sent with and what stage 1 must make of it (include/core/hotcount/event.h).
 
 One JSON object per line:
   name        unique, says what the message is

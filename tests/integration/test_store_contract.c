@@ -1,4 +1,4 @@
-/* The store contract (include/hotcount/store.h, CONTRACT.md "Store layout"), checked the same
+/* The store contract (include/store/hotcount/store.h, CONTRACT.md "Store layout"), checked the same
  * way against every backend: the store named by HC_TEST_STORE_URI (sqlite:..., redis://...,
  * postgresql://...). Unset is a failure, not a skip: a skipped integration test is not a pass.
  *

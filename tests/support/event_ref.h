@@ -1,5 +1,5 @@
 /* Reference event parser for tests and benchmarks: the same contract as hc_event_parse
- * (include/hotcount/event.h), written the obvious way on jansson. It exists to be obviously
+ * (include/core/hotcount/event.h), written the obvious way on jansson. It exists to be obviously
  * right, not fast: the differential test in tests/unit/test_event.c holds the fast scanner to
  * it, and bench/bench_parse.c measures the difference.
  *

@@ -1,4 +1,4 @@
-/* Unit tests for src/config.c: defaults, per-type parsing, ranges, kafka.* passthrough,
+/* Unit tests for src/base/config.c: defaults, per-type parsing, ranges, kafka.* passthrough,
  * properties files, cross-key validation, and the generated help and example file. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* mkstemp, open_memstream */

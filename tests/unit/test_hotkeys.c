@@ -1,4 +1,4 @@
-/* Unit tests for the space-saving top-K and its hysteresis (src/hotkeys.c). */
+/* Unit tests for the space-saving top-K and its hysteresis (src/core/hotkeys.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

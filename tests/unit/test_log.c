@@ -1,4 +1,4 @@
-/* Unit tests for src/log.c: level parsing and filtering, the text and JSON line formats, JSON
+/* Unit tests for src/base/log.c: level parsing and filtering, the text and JSON line formats, JSON
  * escaping, and truncation. Output goes to a temporary file through hc_log_set_fd(). */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* fileno */

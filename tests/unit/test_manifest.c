@@ -1,4 +1,4 @@
-/* Unit tests for a stage-1 window's offset ranges and manifest record (src/manifest.c). */
+/* Unit tests for a stage-1 window's offset ranges and manifest record (src/core/manifest.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

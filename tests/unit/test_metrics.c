@@ -1,4 +1,4 @@
-/* Unit tests for the process metrics (src/metrics.c): histograms, the text exposition and its
+/* Unit tests for the process metrics (src/obs/metrics.c): histograms, the text exposition and its
  * escaping, librdkafka statistics ingestion, hot keys and readiness. No sockets, no sleeps:
  * every time is passed in. */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
-/* Tests for the metrics HTTP endpoint (src/metrics_http.c). Unlike the other unit tests this one
- * opens sockets: loopback only, on ports the kernel picks (metrics.listen port 0), with a plain
+/* Tests for the metrics HTTP endpoint (src/obs/metrics_http.c). Unlike the other unit tests this
+ * one opens sockets: loopback only, on ports the kernel picks (metrics.listen port 0), with a plain
  * socket client so the test depends on nothing but libc. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,8 +19,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "hotcount/clock.h"
 #include "hotcount/hotkeys_scrape.h"
-#include "hotcount/kafka.h"
 #include "hotcount/metrics_http.h"
 
 #define FLUSH_MS 1000

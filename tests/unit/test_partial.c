@@ -1,4 +1,4 @@
-/* Unit tests for the likes.partials record (src/partial.c). */
+/* Unit tests for the likes.partials record (src/core/partial.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

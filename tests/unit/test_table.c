@@ -1,4 +1,4 @@
-/* Unit tests for the per-window aggregation table (src/table.c). */
+/* Unit tests for the per-window aggregation table (src/core/table.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,0 +1,112 @@
+/* Layer: base. hotcount's configuration: one table of keys (src/base/config.c) drives parsing,
+ * validation, the
+ * --help text and the example file. Resolved once, then passed down as `const hc_config_t *`;
+ * there is no global configuration.
+ *
+ * Sources, applied in order: defaults (hc_config_init), a properties file (key=value, '#'
+ * comments, blank lines), then -X key=value overrides. An unknown key is an error that names the
+ * key. `kafka.<prop>` passes <prop> to every librdkafka client, `kafka.consumer.<prop>` and
+ * `kafka.producer.<prop>` to one kind only; their values are checked by librdkafka when a client
+ * is created.
+ *
+ * Not thread-safe while being built; read-only (any thread) afterwards. */
+#ifndef HOTCOUNT_CONFIG_H
+#define HOTCOUNT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hotcount/err.h"
+
+typedef enum hc_kafka_scope {
+    HC_KAFKA_ALL = 0,  /* kafka.<prop> */
+    HC_KAFKA_CONSUMER, /* kafka.consumer.<prop> */
+    HC_KAFKA_PRODUCER, /* kafka.producer.<prop> */
+} hc_kafka_scope_t;
+
+typedef struct hc_kafka_prop {
+    hc_kafka_scope_t scope;
+    char *name;  /* owned: the librdkafka property name, prefix removed */
+    char *value; /* owned */
+} hc_kafka_prop_t;
+
+typedef struct hc_config {
+    /* every char * is owned and never NULL after hc_config_init ("" when empty) */
+    char *brokers;
+    char *topic_raw;
+    char *topic_partials;
+    char *topic_dlq;
+    char *topic_counts;   /* "" = off */
+    char *topic_manifest; /* "" = off: stage 1's per-transaction offset ranges */
+    int32_t topic_raw_partitions;
+    int32_t topic_partials_partitions;
+    int32_t topic_dlq_partitions;
+    int32_t topic_counts_partitions;
+    int32_t topic_manifest_partitions;
+    int32_t topic_replication_factor; /* -1: the broker's default */
+    char *group_stage1;
+    char *group_stage2;
+    char *instance_id;
+    int64_t flush_ms;
+    int32_t salts;
+    int64_t max_keys;
+    int64_t event_max_bytes;
+    char *store;
+    char *store_redis_prefix;
+    int64_t hotkeys_enter_rate; /* likes/s */
+    int64_t hotkeys_leave_rate;
+    int64_t watchdog_ms;  /* 0 = off */
+    char *metrics_listen; /* "" = off */
+    char *log_level;
+    char *log_format;
+    /* hotcount serve */
+    char *serve_listen;
+    int64_t serve_ttl_ms;
+    int64_t serve_max_ids;
+    int64_t serve_top_max;
+    int64_t serve_cache_max_keys;
+    int32_t serve_threads;
+    char *serve_stages;           /* "" = none */
+    hc_kafka_prop_t *kafka_props; /* owned array, in the order given */
+    size_t kafka_prop_count;
+} hc_config_t;
+
+/* Fills defaults (instance.id = "<hostname>-<pid>"). Returns HC_ERR_FATAL only when out of
+ * memory. */
+hc_err_t hc_config_init(hc_config_t *cfg);
+void hc_config_fini(hc_config_t *cfg); /* accepts a zeroed or NULL cfg */
+
+/* Sets one key. HC_ERR_INVALID with errstr naming the key when the key is unknown or the value
+ * does not parse or is out of range (integers: the whole string in base 10, within the key's
+ * range); HC_ERR_FATAL when out of memory. On error cfg is unchanged. The value is copied.
+ * A kafka.* key with the same scope and property as an earlier one replaces its value in place;
+ * an empty property name ("kafka.", "kafka.consumer.") is an error. */
+hc_err_t hc_config_set(hc_config_t *cfg, const char *key, const char *value, char *errstr,
+                       size_t errstr_size);
+
+/* "key=value" as given to -X: split at the first '=', nothing trimmed. A missing '=' or an
+ * empty key is an error naming the argument. */
+hc_err_t hc_config_set_kv(hc_config_t *cfg, const char *kv, char *errstr, size_t errstr_size);
+
+/* Reads a properties file: `key=value` lines (blanks around key and value trimmed, the value
+ * may contain '=' and '#'), comment lines starting with '#' or '!', blank lines; a later line
+ * wins. Errors read "FILE:LINE: ..." and name the key. HC_ERR_INVALID also for an unreadable
+ * file ("FILE: strerror"). All or nothing: on error cfg is unchanged. */
+hc_err_t hc_config_load_file(hc_config_t *cfg, const char *path, char *errstr, size_t errstr_size);
+
+/* Cross-key checks after all sources are applied: topic.raw, topic.partials, topic.dlq (and
+ * topic.counts and topic.manifest when set) non-empty and distinct; group.stage1 !=
+ * group.stage2. */
+hc_err_t hc_config_validate(const hc_config_t *cfg, char *errstr, size_t errstr_size);
+
+/* An aligned table, one line per key: name, default, description [range]; then the kafka.*
+ * prefixes (for --help). */
+void hc_config_print_help(FILE *out);
+
+/* A commented properties file with every key at its default (for `hotcount config`); loading
+ * it gives the defaults. instance.id is left commented out, as its default is per process. */
+void hc_config_print_example(FILE *out);
+
+#endif

@@ -1,0 +1,30 @@
+/* Layer: obs. Reads stage 1's hot keys from its metrics endpoint, for `hotcount top --live --from`:
+ * one HTTP/1.0 GET of /metrics over a plain loopback-or-LAN socket, then the
+ * hotcount_hot_key_events_per_second{post_id="..."} samples. Blocking, any thread. */
+#ifndef HOTCOUNT_HOTKEYS_SCRAPE_H
+#define HOTCOUNT_HOTKEYS_SCRAPE_H
+
+#include <stddef.h>
+
+#include "hotcount/err.h"
+#include "hotcount/event.h"
+
+typedef struct hc_scraped_hotkey {
+    char post_id[HC_POST_ID_MAX + 1]; /* label value unescaped, NUL-terminated */
+    size_t post_id_len;
+    double events_per_second;
+} hc_scraped_hotkey_t;
+
+/* addr is "host:port". Fills up to max entries in the order served (the endpoint sorts them
+ * hottest first). HC_ERR_TRANSIENT when the endpoint cannot be reached or answers badly. */
+hc_err_t hc_hotkeys_scrape(const char *addr, int timeout_ms, hc_scraped_hotkey_t *out, size_t max,
+                           size_t *count, char *errstr, size_t errstr_size);
+
+/* The building blocks, also for `hotcount serve`'s /v1/stats: one GET /metrics from addr into a
+ * malloc'ed, NUL-terminated *text (the body only) that the caller frees (HC_ERR_TRANSIENT as
+ * above, *text NULL then); and the hot keys found in such a text. */
+hc_err_t hc_metrics_scrape_text(const char *addr, int timeout_ms, char **text, char *errstr,
+                                size_t errstr_size);
+size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max);
+
+#endif

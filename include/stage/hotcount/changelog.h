@@ -1,0 +1,82 @@
+/* Layer: stage. The counts changelog (topic.counts): after each committed store batch, stage 2
+ * publishes the new total of every post the batch changed, keyed by post_id, to a compacted topic.
+ *
+ * The store commit and the publish cannot be one atomic step, so a stage 2 killed between them
+ * would leave the changelog behind the store for the posts of its last batches. The gap is
+ * closed with stage 2's own Kafka committed offsets on topic.partials, which stage 2 does not
+ * otherwise use (its position lives in the store): they mark how far the changelog is known
+ * delivered. Once every record produced so far is acknowledged, and none failed, the store
+ * offsets of the batches they came from are committed. When a stage 2 takes partitions over, it
+ * re-reads the partials between that mark and the store's offset and publishes the current
+ * totals of their posts again (hc_changelog_repair).
+ *
+ * Why that is right: totals are idempotent, so a total published twice is harmless; a repaired
+ * total is read from the store after the takeover, so it is never older than the one it
+ * replaces; every post lands in one partials partition, so only the partition's owner publishes
+ * it. A side effect operators may use: Kafka's own tools show stage 2's lag, at most a batch
+ * pessimistic.
+ *
+ * One thread: stage 2's loop, the same one that polls the consumer passed in. */
+#ifndef HOTCOUNT_CHANGELOG_H
+#define HOTCOUNT_CHANGELOG_H
+
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hotcount/config.h"
+#include "hotcount/err.h"
+#include "hotcount/store.h"
+#include "hotcount/topic_read.h"
+
+typedef struct hc_changelog hc_changelog_t;
+
+/* The most partials one repair re-reads per partition; an older mark (a group that ran without
+ * a changelog for a long time) is cut to this, with a warning. */
+#define HC_CHANGELOG_REPAIR_MAX 2000000
+
+/* *clp is NULL (and HC_OK) when topic.counts is off. name is the stage's log area. */
+hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, hc_changelog_t **clp,
+                          char *errstr, size_t errstr_size);
+
+/* Waits up to 10 s for the records still queued. Accepts NULL. */
+void hc_changelog_destroy(hc_changelog_t *cl);
+
+/* After a committed store batch: queues totals[i], the total of posts[i].post_id (as of
+ * as_of_ms; the deltas themselves are not used), and remembers the batch's offsets, to be
+ * marked once every queued record is delivered. */
+void hc_changelog_publish(hc_changelog_t *cl, const hc_store_delta_t *posts, const int64_t *totals,
+                          size_t n, int64_t as_of_ms, const hc_store_offset_t *offsets,
+                          size_t offset_count);
+
+/* Serves delivery reports; when nothing is outstanding and nothing failed since the last mark,
+ * commits the remembered offsets through consumer (asynchronously). Cheap; call every loop
+ * turn. */
+void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer);
+
+/* Before the consumer gives partitions up: waits (up to timeout_ms) for the queued records and
+ * commits the marks synchronously, so the next owner repairs as little as possible. Records not
+ * delivered by then (Kafka unreachable) are dropped, their marks not committed: delivered later,
+ * they could land after the next owner's repair with older totals. */
+void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int timeout_ms);
+
+/* True after a record was not delivered: the caller repairs its assigned partitions (ranges,
+ * then repair), and no mark moves until that succeeds. */
+bool hc_changelog_needs_repair(const hc_changelog_t *cl);
+
+/* The partials ranges whose posts the changelog may lack, for partitions just taken over: for each
+ * partitions[i] whose store offset stored_next[i] is known, [its committed mark, stored_next[i])
+ * when that is not empty. ranges_out has room for count; *range_count_out is how many were written.
+ * HC_ERR_TRANSIENT when the marks could not be read (retry later). */
+hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int32_t *partitions,
+                             const int64_t *stored_next, size_t count, hc_topic_range_t *ranges_out,
+                             size_t *range_count_out, char *errstr, size_t errstr_size);
+
+/* Re-reads the partials of the ranges, and publishes the current store total of every post in
+ * them; returns once those records are delivered. HC_ERR_TRANSIENT (Kafka or the store is down,
+ * or a record was not delivered): nothing is lost, call again later. */
+hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_range_t *ranges,
+                             size_t count, char *errstr, size_t errstr_size);
+
+#endif

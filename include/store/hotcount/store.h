@@ -1,0 +1,104 @@
+/* Layer: store. The store: where counts and stage 2's consumed offsets live, side by side.
+ *
+ * The only door to the backends (src/store/store_sqlite.c; Redis and PostgreSQL plug in the same
+ * way through the ops table in src/store/store_impl.h). The URI's scheme picks the backend:
+ * "sqlite:PATH", "redis://...", "postgresql://..." / "postgres://...".
+ *
+ * The one write is hc_store_apply: a batch of per-post deltas plus, for every partition the
+ * batch consumed, the offset it started from (expected) and the next offset to read. It is
+ * atomic and conditional: if any partition's stored next_offset differs from `expected`
+ * (HC_OFFSET_NONE: no row may exist) the batch changes nothing and returns HC_ERR_CONFLICT.
+ *
+ * A store handle is used by one thread at a time. Errors: HC_ERR_TRANSIENT (outage, busy:
+ * retry the same call later; nothing changed), HC_ERR_CONFLICT (see above), HC_ERR_FATAL
+ * (schema broken, bad URI), HC_ERR_INVALID (bad arguments or URI). */
+#ifndef HOTCOUNT_STORE_H
+#define HOTCOUNT_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hotcount/config.h"
+#include "hotcount/err.h"
+#include "hotcount/event.h"
+#include "hotcount/offset.h"
+
+typedef struct hc_store hc_store_t;
+
+typedef struct hc_store_offset {
+    int32_t partition;
+    int64_t expected; /* stored next_offset the batch started from, or HC_OFFSET_NONE */
+    int64_t next;     /* next offset to read once the batch is applied */
+} hc_store_offset_t;
+
+typedef struct hc_store_delta {
+    const char *post_id; /* borrowed */
+    size_t post_id_len;
+    int64_t delta;
+} hc_store_delta_t;
+
+typedef struct hc_store_batch {
+    const char *group; /* consumer group that owns the offsets */
+    const char *topic; /* the topic the offsets belong to */
+    const hc_store_offset_t *offsets;
+    size_t offset_count;
+    const hc_store_delta_t *deltas; /* each post at most once */
+    size_t delta_count;
+    int64_t now_ms; /* updated_at for the written rows */
+    /* Optional, delta_count long: on HC_OK, deltas[i]'s post's total as this batch left it (the
+     * changelog publishes these; reading them back later would cost a round trip). NULL: not
+     * wanted. Valid only on HC_OK. */
+    int64_t *totals_out;
+} hc_store_batch_t;
+
+typedef struct hc_store_row {
+    char post_id[HC_POST_ID_MAX + 1];
+    size_t post_id_len;
+    int64_t likes;
+} hc_store_row_t;
+
+/* Opens cfg->store. On error *stp is NULL and errstr says why (HC_ERR_INVALID for a bad URI,
+ * HC_ERR_TRANSIENT when the server is unreachable). */
+hc_err_t hc_store_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr, size_t errstr_size);
+void hc_store_close(hc_store_t *st); /* accepts NULL */
+
+/* "sqlite", "redis" or "postgresql". */
+const char *hc_store_kind(const hc_store_t *st);
+
+/* Creates the schema if absent; safe to repeat, also from several handles at once. The other
+ * calls return HC_ERR_FATAL ("run `hotcount init`") while the schema is missing. */
+hc_err_t hc_store_init_schema(hc_store_t *st, char *errstr, size_t errstr_size);
+
+/* offsets_out[i] = stored next_offset of (group, topic, partitions[i]) or HC_OFFSET_NONE. */
+hc_err_t hc_store_read_offsets(hc_store_t *st, const char *group, const char *topic,
+                               const int32_t *partitions, size_t count, int64_t *offsets_out,
+                               char *errstr, size_t errstr_size);
+
+/* See the file comment. HC_ERR_INVALID, before anything is touched, for a batch that no store
+ * could apply safely: a post_id outside 1..HC_POST_ID_MAX bytes, a partition listed twice, an
+ * offset that would move backwards (next < expected) or is negative, offsets without group or
+ * topic. A batch with offsets and no deltas is valid (it moves the offsets only).
+ * HC_ERR_TRANSIENT is safe to retry with the same batch even when the failure was an
+ * ambiguous commit: if the first attempt did land, the retry's compare-and-set fails with
+ * HC_ERR_CONFLICT instead of counting twice. */
+hc_err_t hc_store_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
+                        size_t errstr_size);
+
+/* likes_out[i] = count of post_ids[i] (0 for an unknown post). */
+hc_err_t hc_store_get(hc_store_t *st, const char *const *post_ids, const size_t *post_id_lens,
+                      size_t count, int64_t *likes_out, char *errstr, size_t errstr_size);
+
+/* The n largest counts, largest first (ties by post_id ascending); *rows_out has room for n. */
+hc_err_t hc_store_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t *count_out,
+                      char *errstr, size_t errstr_size);
+
+/* Calls fn once per stored count (any order), from one consistent snapshot. fn returns false to
+ * stop early; it must not call back into the same handle (post_id is only valid during the
+ * call). */
+typedef bool (*hc_store_row_fn)(const char *post_id, size_t post_id_len, int64_t likes,
+                                void *opaque);
+hc_err_t hc_store_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, char *errstr,
+                          size_t errstr_size);
+
+#endif

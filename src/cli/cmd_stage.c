@@ -1,0 +1,139 @@
+/* stage1, stage2 and run: the long-running consumers. Each stage runs on its own thread until
+ * SIGINT/SIGTERM; a stage that fails stops the others, and the process exits 1 with its
+ * reason (2 for a configuration error found when the clients are created). */
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cmds.h"
+#include "hotcount/clock.h"
+#include "hotcount/kafka.h"
+#include "hotcount/log.h"
+#include "hotcount/metrics_http.h"
+#include "hotcount/pipeline.h"
+
+static const hc_cli_opt_t stage_opts[] = {
+    {"check-config", 0, NULL,
+     "check the configuration (including every kafka.* property, by building the clients "
+     "without connecting) and exit 0, or 2 naming the bad key"},
+    {NULL, 0, NULL, NULL},
+};
+
+/* --check-config: what the stages would build, built offline. */
+static int check_config(const hc_cli_t *cli, int n1, int n2)
+{
+    hc_kafka_role_t roles[3];
+    size_t n = 0;
+    if (n1) {
+        roles[n++] = HC_KAFKA_ROLE_STAGE1_CONSUMER;
+        roles[n++] = HC_KAFKA_ROLE_TXN_PRODUCER;
+    }
+    if (n2) {
+        roles[n++] = HC_KAFKA_ROLE_STAGE2_CONSUMER;
+    }
+    char errstr[512];
+    if (hc_kafka_check(&cli->cfg, roles, n, errstr, sizeof(errstr)) != HC_OK) {
+        fprintf(stderr, "hotcount %s: %s\n", cli->cmd->name, errstr);
+        return HC_EXIT_USAGE;
+    }
+    printf("configuration ok\n");
+    return HC_EXIT_OK;
+}
+
+/* A stage stuck in one call cannot be stopped cleanly: its open window is left to Kafka's
+ * transaction timeout and the store's compare-and-set, and the supervisor restarts us. */
+static void watchdog(const hc_config_t *cfg, const hc_pipeline_t *pl)
+{
+    const char *name = "stage";
+    int64_t stalled = hc_pipeline_stalled_ms(pl, hc_now_ms(), &name);
+    if (cfg->watchdog_ms > 0 && stalled > cfg->watchdog_ms) {
+        hc_log(HC_LOG_ERROR, name,
+               "no progress for %lld ms (watchdog.ms=%lld): stuck in a librdkafka or store call; "
+               "exiting with status %d for the supervisor to restart",
+               (long long)stalled, (long long)cfg->watchdog_ms, HC_EXIT_WATCHDOG);
+        _exit(HC_EXIT_WATCHDOG);
+    }
+}
+
+static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, int n2)
+{
+    hc_cli_t cli;
+    int status = hc_cli_parse(&cli, cmd, argc, argv);
+    if (status >= 0) {
+        return status;
+    }
+    if (hc_cli_has(&cli, "check-config")) {
+        status = check_config(&cli, n1, n2);
+        hc_cli_fini(&cli);
+        return status;
+    }
+    hc_cli_install_signals();
+    hc_metrics_t metrics;
+    hc_metrics_http_t *http = NULL;
+    hc_pipeline_t *pl = NULL;
+    char errstr[512];
+    hc_err_t err = hc_metrics_init(&metrics);
+    if (err != HC_OK) {
+        hc_errstr_set(errstr, sizeof(errstr), "out of memory");
+    } else {
+        err = hc_metrics_http_start(cli.cfg.metrics_listen, &metrics, cli.cfg.flush_ms, &http,
+                                    errstr, sizeof(errstr));
+    }
+    if (err == HC_OK && http) {
+        hc_log(HC_LOG_INFO, cmd->name, "metrics on http://%s/metrics (port %d)",
+               cli.cfg.metrics_listen, hc_metrics_http_port(http));
+    }
+    if (err == HC_OK) {
+        err = hc_pipeline_start(&cli.cfg, n1, n2, &metrics, &hc_cli_stop, &pl, errstr,
+                                sizeof(errstr));
+    }
+    if (err == HC_OK) {
+        /* the stages stop on SIGINT/SIGTERM, or all of them when one fails */
+        while (!atomic_load(&hc_cli_stop)) {
+            struct timespec ts = {0, 100 * 1000000};
+            nanosleep(&ts, NULL);
+            watchdog(&cli.cfg, pl);
+        }
+        err = hc_pipeline_stop(pl, errstr, sizeof(errstr));
+    }
+    hc_metrics_http_stop(http);
+    hc_metrics_fini(&metrics);
+    if (err != HC_OK) {
+        fprintf(stderr, "hotcount %s: %s\n", cmd->name, errstr);
+        status = err == HC_ERR_INVALID ? HC_EXIT_USAGE : HC_EXIT_FAILED;
+    } else {
+        status = HC_EXIT_OK;
+    }
+    hc_cli_fini(&cli);
+    return status;
+}
+
+int hc_cmd_stage1(int argc, char **argv)
+{
+    static const hc_cli_cmd_t cmd = {
+        "stage1", "",
+        "Runs stage 1: consumes likes.raw, sums likes per post for flush.ms, and commits each "
+        "window's partials, dead-letter records and offsets in one Kafka transaction. Stops "
+        "cleanly on SIGINT/SIGTERM (commits or aborts the open window, exit 0).",
+        stage_opts};
+    return run_stages(argc, argv, &cmd, 1, 0);
+}
+
+int hc_cmd_stage2(int argc, char **argv)
+{
+    static const hc_cli_cmd_t cmd = {
+        "stage2", "",
+        "Runs stage 2: consumes likes.partials (read_committed), merges them per post and "
+        "applies one atomic store batch per flush.ms: the deltas plus the consumed offsets, "
+        "conditional on the offsets it started from. Stops cleanly on SIGINT/SIGTERM.",
+        stage_opts};
+    return run_stages(argc, argv, &cmd, 0, 1);
+}
+
+int hc_cmd_run(int argc, char **argv)
+{
+    static const hc_cli_cmd_t cmd = {
+        "run", "", "Runs stage 1 and stage 2 in one process until SIGINT/SIGTERM.", stage_opts};
+    return run_stages(argc, argv, &cmd, 1, 1);
+}

@@ -1,0 +1,394 @@
+/* The counts changelog and its repair after a takeover; see include/stage/hotcount/changelog.h. */
+#include "hotcount/changelog.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hotcount/clock.h"
+#include "hotcount/kafka.h"
+#include "hotcount/log.h"
+#include "hotcount/partial.h"
+#include "hotcount/table.h"
+
+/* posts whose totals one store read fetches during a repair */
+#define REPAIR_CHUNK 1000
+/* distinct posts a repair holds before publishing them */
+#define REPAIR_KEYS 65536
+/* a repair that cannot deliver its records in this long gives up for now */
+#define REPAIR_TIMEOUT_MS 30000
+
+struct hc_changelog {
+    const hc_config_t *cfg;
+    char name[160];
+    rd_kafka_t *producer; /* owned */
+    int64_t outstanding;  /* records produced, delivery not yet reported */
+    bool failed;          /* a record was not delivered since the last repair */
+    int64_t *marks;       /* owned, by partition: offset to commit once delivered, or -1 */
+    int32_t marks_cap;
+};
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
+{
+    (void)rk;
+    hc_changelog_t *cl = opaque;
+    cl->outstanding--;
+    if (rkm->err) {
+        if (!cl->failed) {
+            hc_log(HC_LOG_WARN, cl->name, "changelog record not delivered: %s; will repair",
+                   rd_kafka_err2str(rkm->err));
+        }
+        cl->failed = true;
+    }
+}
+
+hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, hc_changelog_t **clp,
+                          char *errstr, size_t errstr_size)
+{
+    *clp = NULL;
+    if (!cfg->topic_counts[0]) {
+        return HC_OK;
+    }
+    hc_changelog_t *cl = calloc(1, sizeof(*cl));
+    if (!cl) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
+    }
+    cl->cfg = cfg;
+    snprintf(cl->name, sizeof(cl->name), "%s", name);
+    hc_kafka_opts_t opts = {.dr_msg_cb = dr_msg_cb, .opaque = cl};
+    cl->producer = hc_kafka_new(cfg, HC_KAFKA_ROLE_PRODUCER, &opts, errstr, errstr_size);
+    if (!cl->producer) {
+        free(cl);
+        return HC_ERR_INVALID;
+    }
+    *clp = cl;
+    return HC_OK;
+}
+
+/* Replaces the producer with a new one: after a fatal error (the idempotent producer's state is
+ * gone for good), or to drop records that must not be delivered late. The old producer's
+ * records go with it, unreported; failed is set, so the marks wait for a repair. */
+static void renew_producer(hc_changelog_t *cl, const char *why)
+{
+    char errstr[512];
+    hc_kafka_opts_t opts = {.dr_msg_cb = dr_msg_cb, .opaque = cl};
+    rd_kafka_t *fresh =
+        hc_kafka_new(cl->cfg, HC_KAFKA_ROLE_PRODUCER, &opts, errstr, sizeof(errstr));
+    if (!fresh) {
+        hc_log(HC_LOG_ERROR, cl->name, "changelog: a new producer (%s): %s", why, errstr);
+        return;
+    }
+    hc_log(HC_LOG_WARN, cl->name, "changelog: new producer (%s); %" PRId64 " records dropped", why,
+           cl->outstanding);
+    rd_kafka_t *old = cl->producer;
+    cl->producer = fresh;
+    rd_kafka_destroy(old);
+    cl->outstanding = 0;
+    cl->failed = true;
+}
+
+static void renew_if_fatal(hc_changelog_t *cl)
+{
+    char reason[256];
+    if (rd_kafka_fatal_error(cl->producer, reason, sizeof(reason)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        renew_producer(cl, reason);
+    }
+}
+
+void hc_changelog_destroy(hc_changelog_t *cl)
+{
+    if (!cl) {
+        return;
+    }
+    rd_kafka_flush(cl->producer, 10000);
+    rd_kafka_destroy(cl->producer);
+    free(cl->marks);
+    free(cl);
+}
+
+static bool mark(hc_changelog_t *cl, int32_t partition, int64_t next)
+{
+    if (partition >= cl->marks_cap) {
+        int32_t cap = cl->marks_cap ? cl->marks_cap : 16;
+        while (cap <= partition) {
+            cap *= 2;
+        }
+        int64_t *grown = realloc(cl->marks, (size_t)cap * sizeof(*grown));
+        if (!grown) {
+            return false; /* an unmarked batch is only repaired again later */
+        }
+        for (int32_t p = cl->marks_cap; p < cap; p++) {
+            grown[p] = -1;
+        }
+        cl->marks = grown;
+        cl->marks_cap = cap;
+    }
+    if (next > cl->marks[partition]) {
+        cl->marks[partition] = next;
+    }
+    return true;
+}
+
+/* Queues one total; false when the producer refused it (counted as a failed delivery). */
+static bool produce(hc_changelog_t *cl, const char *id, size_t len, int64_t total, int64_t as_of)
+{
+    char buf[HC_PARTIAL_MAX_BYTES];
+    size_t n = hc_count_encode(id, len, total, as_of, buf, sizeof(buf));
+    rd_kafka_resp_err_t err;
+    while ((err = rd_kafka_producev(cl->producer, RD_KAFKA_V_TOPIC(cl->cfg->topic_counts),
+                                    RD_KAFKA_V_KEY(id, len), RD_KAFKA_V_VALUE(buf, n),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
+           RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+        rd_kafka_poll(cl->producer, 10);
+    }
+    if (err) {
+        if (!cl->failed) {
+            hc_log(HC_LOG_WARN, cl->name, "changelog: %s; will repair", rd_kafka_err2str(err));
+        }
+        cl->failed = true;
+        return false;
+    }
+    cl->outstanding++;
+    return true;
+}
+
+void hc_changelog_publish(hc_changelog_t *cl, const hc_store_delta_t *posts, const int64_t *totals,
+                          size_t n, int64_t as_of_ms, const hc_store_offset_t *offsets,
+                          size_t offset_count)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!produce(cl, posts[i].post_id, posts[i].post_id_len, totals[i], as_of_ms)) {
+            break;
+        }
+    }
+    for (size_t i = 0; i < offset_count; i++) {
+        mark(cl, offsets[i].partition, offsets[i].next);
+    }
+    rd_kafka_poll(cl->producer, 0);
+}
+
+/* The pending marks as a list for commit, cleared; NULL when there are none. */
+static rd_kafka_topic_partition_list_t *take_marks(hc_changelog_t *cl)
+{
+    rd_kafka_topic_partition_list_t *list = NULL;
+    for (int32_t p = 0; p < cl->marks_cap; p++) {
+        if (cl->marks[p] >= 0) {
+            if (!list) {
+                list = rd_kafka_topic_partition_list_new(8);
+            }
+            rd_kafka_topic_partition_list_add(list, cl->cfg->topic_partials, p)->offset =
+                cl->marks[p];
+            cl->marks[p] = -1;
+        }
+    }
+    return list;
+}
+
+void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer)
+{
+    rd_kafka_poll(cl->producer, 0);
+    renew_if_fatal(cl);
+    /* After a failure the marks wait for a repair: committing them would skip the lost
+     * records' batch on the next takeover. */
+    if (cl->outstanding > 0 || cl->failed) {
+        return;
+    }
+    rd_kafka_topic_partition_list_t *list = take_marks(cl);
+    if (list) {
+        /* Asynchronous: a lost commit only makes the next takeover repair more. */
+        rd_kafka_commit(consumer, list, 1);
+        rd_kafka_topic_partition_list_destroy(list);
+    }
+}
+
+void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int timeout_ms)
+{
+    rd_kafka_flush(cl->producer, timeout_ms);
+    if (cl->outstanding > 0) {
+        /* Kafka is unreachable. Records still queued here could reach the topic after the next
+         * owner's repair and put older totals last: drop them (the marks stay, so that repair
+         * republishes their posts). */
+        renew_producer(cl, "records not delivered before the partitions were given up; the next "
+                           "owner republishes their posts");
+        return;
+    }
+    if (cl->failed) {
+        return;
+    }
+    rd_kafka_topic_partition_list_t *list = take_marks(cl);
+    if (list) {
+        rd_kafka_resp_err_t err = rd_kafka_commit(consumer, list, 0);
+        if (err) {
+            hc_log(HC_LOG_INFO, cl->name,
+                   "changelog mark not committed (%s): the next owner "
+                   "republishes a little more",
+                   rd_kafka_err2str(err));
+        }
+        rd_kafka_topic_partition_list_destroy(list);
+    }
+}
+
+bool hc_changelog_needs_repair(const hc_changelog_t *cl)
+{
+    return cl->failed && cl->outstanding == 0;
+}
+
+hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int32_t *partitions,
+                             const int64_t *stored_next, size_t count, hc_topic_range_t *ranges_out,
+                             size_t *range_count_out, char *errstr, size_t errstr_size)
+{
+    *range_count_out = 0;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)count + 1);
+    for (size_t i = 0; i < count; i++) {
+        rd_kafka_topic_partition_list_add(list, cl->cfg->topic_partials, partitions[i]);
+    }
+    rd_kafka_resp_err_t err = rd_kafka_committed(consumer, list, 10000);
+    if (err) {
+        hc_errstr_set(errstr, errstr_size, "reading changelog marks: %s", rd_kafka_err2str(err));
+        rd_kafka_topic_partition_list_destroy(list);
+        return HC_ERR_TRANSIENT;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        int64_t to = stored_next[i];
+        if (to == HC_OFFSET_NONE) {
+            continue; /* nothing stored, nothing published */
+        }
+        const rd_kafka_topic_partition_t *tp = &list->elems[i];
+        int64_t from = tp->err || tp->offset < 0 ? HC_OFFSET_NONE : tp->offset;
+        if (from != HC_OFFSET_NONE && from >= to) {
+            continue;
+        }
+        if (to > HC_CHANGELOG_REPAIR_MAX &&
+            (from == HC_OFFSET_NONE || to - from > HC_CHANGELOG_REPAIR_MAX)) {
+            if (from != HC_OFFSET_NONE) {
+                hc_log(HC_LOG_WARN, cl->name,
+                       "changelog of partition %" PRId32 " behind by %" PRId64
+                       " partials; republishing the last %d only",
+                       partitions[i], to - from, HC_CHANGELOG_REPAIR_MAX);
+            }
+            from = to - HC_CHANGELOG_REPAIR_MAX;
+        }
+        ranges_out[n++] = (hc_topic_range_t){partitions[i], from, to};
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    *range_count_out = n;
+    return HC_OK;
+}
+
+/* Publishes the current store total of every post in tbl. */
+static hc_err_t publish_current(hc_changelog_t *cl, hc_store_t *st, const hc_table_t *tbl,
+                                char *errstr, size_t errstr_size)
+{
+    const char *ids[REPAIR_CHUNK];
+    size_t lens[REPAIR_CHUNK];
+    int64_t totals[REPAIR_CHUNK];
+    size_t count = hc_table_count(tbl);
+    for (size_t at = 0; at < count; at += REPAIR_CHUNK) {
+        size_t k = count - at < REPAIR_CHUNK ? count - at : REPAIR_CHUNK;
+        for (size_t i = 0; i < k; i++) {
+            const hc_table_entry_t *ent = hc_table_entry(tbl, at + i);
+            ids[i] = ent->post_id;
+            lens[i] = ent->post_id_len;
+        }
+        hc_err_t err = hc_store_get(st, ids, lens, k, totals, errstr, errstr_size);
+        if (err != HC_OK) {
+            return err == HC_ERR_FATAL ? err : HC_ERR_TRANSIENT;
+        }
+        int64_t as_of = hc_wall_ms();
+        for (size_t i = 0; i < k; i++) {
+            if (!produce(cl, ids[i], lens[i], totals[i], as_of)) {
+                hc_errstr_set(errstr, errstr_size, "changelog producer refused a record");
+                return HC_ERR_TRANSIENT;
+            }
+        }
+    }
+    return HC_OK;
+}
+
+typedef struct collect_ctx {
+    hc_changelog_t *cl;
+    hc_store_t *st;
+    hc_table_t *tbl;
+    size_t posts; /* published so far */
+    char *errstr;
+    size_t errstr_size;
+} collect_ctx_t;
+
+/* Collects one partial's post, publishing the collected ones whenever the table fills. */
+static hc_err_t collect_post(const rd_kafka_message_t *rkm, void *opaque)
+{
+    collect_ctx_t *ctx = opaque;
+    hc_partial_t partial;
+    char why[256];
+    if (hc_partial_decode(rkm->payload, rkm->payload ? rkm->len : 0, &partial, why, sizeof(why)) !=
+        HC_OK) {
+        return HC_OK; /* stage 2 skipped it too */
+    }
+    hc_err_t err =
+        hc_table_add(ctx->tbl, partial.post_id, partial.post_id_len, 0, 1, HC_TS_NONE, HC_TS_NONE);
+    if (err == HC_ERR_FULL) {
+        ctx->posts += hc_table_count(ctx->tbl);
+        err = publish_current(ctx->cl, ctx->st, ctx->tbl, ctx->errstr, ctx->errstr_size);
+        hc_table_clear(ctx->tbl);
+        if (err == HC_OK) {
+            err = hc_table_add(ctx->tbl, partial.post_id, partial.post_id_len, 0, 1, HC_TS_NONE,
+                               HC_TS_NONE);
+        }
+    }
+    return err;
+}
+
+hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_range_t *ranges,
+                             size_t count, char *errstr, size_t errstr_size)
+{
+    if (count == 0) {
+        return HC_OK;
+    }
+    int64_t t0 = hc_now_ms();
+    renew_if_fatal(cl);
+    cl->failed = false; /* what failed before is in these ranges */
+    hc_table_t *tbl = hc_table_new(REPAIR_KEYS);
+    rd_kafka_t *reader = hc_kafka_new(cl->cfg, HC_KAFKA_ROLE_READER, NULL, errstr, errstr_size);
+    hc_err_t err = HC_ERR_FATAL;
+    if (!tbl || !reader) {
+        if (!tbl) {
+            hc_errstr_set(errstr, errstr_size, "out of memory");
+        }
+        goto done;
+    }
+    collect_ctx_t ctx = {cl, st, tbl, 0, errstr, errstr_size};
+    err = hc_topic_read_ranges(reader, cl->cfg->topic_partials, ranges, count, collect_post, &ctx,
+                               errstr, errstr_size);
+    if (err == HC_OK) {
+        ctx.posts += hc_table_count(tbl);
+        err = publish_current(cl, st, tbl, errstr, errstr_size);
+    }
+    if (err == HC_OK) {
+        rd_kafka_flush(cl->producer, REPAIR_TIMEOUT_MS);
+        if (cl->outstanding > 0 || cl->failed) {
+            hc_errstr_set(errstr, errstr_size, "republished totals not delivered");
+            err = HC_ERR_TRANSIENT;
+        }
+    }
+    if (err == HC_OK) {
+        for (size_t i = 0; i < count; i++) {
+            mark(cl, ranges[i].partition, ranges[i].to);
+        }
+        hc_log(HC_LOG_INFO, cl->name,
+               "changelog repaired: %zu partitions, %zu posts republished, %" PRId64 " ms", count,
+               ctx.posts, hc_now_ms() - t0);
+    } else {
+        cl->failed = true; /* keeps the marks from moving until a repair succeeds */
+    }
+done:
+    if (reader) {
+        rd_kafka_consumer_close(reader);
+        rd_kafka_destroy(reader);
+    }
+    hc_table_destroy(tbl);
+    return err;
+}
