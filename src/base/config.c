@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "hotcount/log.h"
+#include "hotcount/redact.h"
 
 typedef enum key_type {
     KEY_STR, /* char *, owned */
@@ -75,6 +76,11 @@ static bool check_serve_stages(const key_def_t *def, const char *value, int64_t 
                                size_t errstr_size);
 static bool check_log_format(const key_def_t *def, const char *value, int64_t num, char *errstr,
                              size_t errstr_size);
+
+/* librdkafka's default message.max.bytes, and the room a dead-letter record's headers (reason,
+ * source, truncated-from) and a short key need beside its value. */
+#define PRODUCER_MESSAGE_MAX_BYTES 1000000
+#define DLQ_HEADER_ROOM 4096
 
 /* Partition counts: Kafka itself allows more, but past 100000 a typo is likelier than intent. */
 #define MAX_PARTITIONS 100000
@@ -155,6 +161,14 @@ static const key_def_t keys[] = {
             "`hotcount serve`: HTTP worker threads"),
     KEY_S("serve.stages", serve_stages, "", check_serve_stages,
           "`hotcount serve`: host:port[,host:port...] of stage metrics endpoints for /v1/stats"),
+    KEY_I32("serve.max.connections", serve_max_connections, "1000", 8, 100000, NULL,
+            "`hotcount serve`: open HTTP connections at once (plus a few reserved for probes)"),
+    KEY_I32("serve.max.connections.per.ip", serve_max_connections_per_ip, "64", 1, 100000, NULL,
+            "`hotcount serve`: open HTTP connections from one client address"),
+    KEY_I64("serve.request.timeout.ms", serve_request_timeout_ms, "10000", 100, 600000, NULL,
+            "`hotcount serve`: a whole request (headers in, answer out) must finish within this"),
+    KEY_I32("serve.stats.expose", serve_stats_expose, "0", 0, 1, NULL,
+            "`hotcount serve`: 1 shows the stages' addresses and errors in /v1/stats"),
 };
 
 #define KEY_COUNT (sizeof(keys) / sizeof(keys[0]))
@@ -239,7 +253,8 @@ static bool check_instance_id(const key_def_t *def, const char *value, int64_t n
 static bool check_store(const key_def_t *def, const char *value, int64_t num, char *errstr,
                         size_t errstr_size)
 {
-    static const char *const schemes[] = {"redis://", "postgresql://", "postgres://"};
+    static const char *const schemes[] = {"redis://", "postgresql://", "postgres://",
+                                          "dynamodb://"};
 
     (void)num;
     if (strncmp(value, "sqlite:", 7) == 0) {
@@ -255,10 +270,12 @@ static bool check_store(const key_def_t *def, const char *value, int64_t num, ch
             return true;
         }
     }
+    char shown[512];
+    hc_redact_uri(value, shown, sizeof(shown)); /* a mistyped scheme may still carry a password */
     hc_errstr_set(errstr, errstr_size,
                   "%s: \"%s\" is not a supported store (use sqlite:PATH, redis://host:port[/db] "
                   "or postgresql://...)",
-                  def->name, value);
+                  def->name, shown);
     return false;
 }
 
@@ -563,6 +580,8 @@ hc_err_t hc_config_init(hc_config_t *cfg)
     if (err != HC_OK) {
         goto fail;
     }
+    err = hc_timeouts_derive(cfg, &cfg->timeouts, errstr, sizeof(errstr));
+    assert(err == HC_OK); /* the defaults keep every relation */
     return HC_OK;
 
 fail:
@@ -634,40 +653,93 @@ fail:
     return HC_ERR_FATAL;
 }
 
+/* A check that quotes the value it refuses gets it with any password redacted, whichever key
+ * it was given to (a store URI pasted into instance.id is still a secret). */
+static void redact_quoted_value(char *errstr, size_t errstr_size, const char *value)
+{
+    char shown[512];
+    size_t vlen = strlen(value);
+    char *at;
+
+    hc_redact_uri(value, shown, sizeof(shown));
+    if (errstr == NULL || vlen == 0 || strcmp(shown, value) == 0) {
+        return;
+    }
+    /* hc_redact_uri only shortens (a password of 4+ bytes becomes "***") or keeps its text */
+    while ((at = strstr(errstr, value)) != NULL) {
+        size_t slen = strlen(shown);
+        size_t tail = strlen(at + vlen);
+
+        if (slen > vlen || (size_t)(at - errstr) + slen + tail + 1 > errstr_size) {
+            snprintf(errstr, errstr_size, "%s",
+                     "a value was refused (not shown: it holds a "
+                     "password)");
+            return;
+        }
+        memmove(at + slen, at + vlen, tail + 1);
+        memcpy(at, shown, slen);
+    }
+}
+
+/* Keeps cfg->timeouts in step with the keys between sources; whether they fit together is
+ * hc_config_validate's to say, once every source is applied. */
+static void rederive(hc_config_t *cfg)
+{
+    char ignored[8];
+
+    (void)hc_timeouts_derive(cfg, &cfg->timeouts, ignored, sizeof(ignored));
+}
+
 hc_err_t hc_config_set(hc_config_t *cfg, const char *key, const char *value, char *errstr,
                        size_t errstr_size)
 {
     const key_def_t *def;
+    hc_err_t err;
 
     assert(cfg != NULL && key != NULL && value != NULL);
     if (strncmp(key, "kafka.", 6) == 0) {
-        return set_kafka_prop(cfg, key, value, errstr, errstr_size);
+        err = set_kafka_prop(cfg, key, value, errstr, errstr_size);
+        if (err == HC_OK) {
+            rederive(cfg);
+        }
+        return err;
     }
     def = find_key(key);
     if (def == NULL) {
-        hc_errstr_set(errstr, errstr_size, "unknown configuration key \"%s\"", key);
+        char shown[512];
+        hc_redact_uri(key, shown, sizeof(shown)); /* a value pasted where the key goes */
+        hc_errstr_set(errstr, errstr_size, "unknown configuration key \"%s\"", shown);
         return HC_ERR_INVALID;
     }
-    return set_value(cfg, def, value, errstr, errstr_size);
+    err = set_value(cfg, def, value, errstr, errstr_size);
+    if (err == HC_OK) {
+        rederive(cfg);
+    } else {
+        redact_quoted_value(errstr, errstr_size, value);
+    }
+    return err;
 }
 
 hc_err_t hc_config_set_kv(hc_config_t *cfg, const char *kv, char *errstr, size_t errstr_size)
 {
     const char *eq = strchr(kv, '=');
+    char shown[512];
     char *key;
     hc_err_t err;
 
+    /* the argument is quoted back only redacted: it may be "store:redis://u:PW@h" */
+    hc_redact_assignment(kv, shown, sizeof(shown));
     if (eq == NULL) {
-        hc_errstr_set(errstr, errstr_size, "\"%s\": expected key=value", kv);
+        hc_errstr_set(errstr, errstr_size, "\"%s\": expected key=value", shown);
         return HC_ERR_INVALID;
     }
     key = strndup(kv, (size_t)(eq - kv));
     if (key == NULL) {
-        hc_errstr_set(errstr, errstr_size, "\"%s\": out of memory", kv);
+        hc_errstr_set(errstr, errstr_size, "\"%s\": out of memory", shown);
         return HC_ERR_FATAL;
     }
     if (key[0] == '\0') {
-        hc_errstr_set(errstr, errstr_size, "\"%s\": missing key before '='", kv);
+        hc_errstr_set(errstr, errstr_size, "\"%s\": missing key before '='", shown);
         err = HC_ERR_INVALID;
     } else {
         err = hc_config_set(cfg, key, eq + 1, errstr, errstr_size);
@@ -703,7 +775,9 @@ static hc_err_t apply_line(hc_config_t *cfg, char *line, char *msg, size_t msg_s
     }
     eq = strchr(text, '=');
     if (eq == NULL) {
-        hc_errstr_set(msg, msg_size, "expected key=value, got \"%s\"", text);
+        char shown[512];
+        hc_redact_assignment(text, shown, sizeof(shown)); /* "store redis://u:PW@h" */
+        hc_errstr_set(msg, msg_size, "expected key=value, got \"%s\"", shown);
         return HC_ERR_INVALID;
     }
     *eq = '\0';
@@ -776,7 +850,7 @@ close_file:
     return err;
 }
 
-hc_err_t hc_config_validate(const hc_config_t *cfg, char *errstr, size_t errstr_size)
+hc_err_t hc_config_validate(hc_config_t *cfg, char *errstr, size_t errstr_size)
 {
     typedef struct {
         const char *key;
@@ -836,7 +910,40 @@ hc_err_t hc_config_validate(const hc_config_t *cfg, char *errstr, size_t errstr_
                       cfg->group_stage1);
         return HC_ERR_INVALID;
     }
-    return HC_OK;
+    /* Stage 1 dead-letters an oversized event cut to event.max.bytes: that record, with its
+     * headers, must fit in what the producer may send, or both sends fail and the stage stops. */
+    const char *mmb_key = "message.max.bytes";
+    int64_t mmb = PRODUCER_MESSAGE_MAX_BYTES;
+    bool from_producer = false; /* kafka.producer.* is applied after kafka.*, so it wins */
+    for (size_t i = 0; i < cfg->kafka_prop_count; i++) {
+        const hc_kafka_prop_t *kp = &cfg->kafka_props[i];
+        char *end;
+        long long v;
+
+        if (kp->scope == HC_KAFKA_CONSUMER || strcmp(kp->name, "message.max.bytes") != 0 ||
+            (from_producer && kp->scope == HC_KAFKA_ALL)) {
+            continue;
+        }
+        errno = 0;
+        v = strtoll(kp->value, &end, 10);
+        if (errno != 0 || end == kp->value || *end != '\0') {
+            continue; /* librdkafka names it when the client is built */
+        }
+        mmb = (int64_t)v;
+        from_producer = kp->scope == HC_KAFKA_PRODUCER;
+        mmb_key = from_producer ? "kafka.producer.message.max.bytes" : "kafka.message.max.bytes";
+    }
+    if (cfg->event_max_bytes + DLQ_HEADER_ROOM > mmb) {
+        hc_errstr_set(errstr, errstr_size,
+                      "event.max.bytes=%" PRId64 " must stay %d bytes below %s=%" PRId64
+                      " (the producer's limit%s): stage 1 dead-letters an oversized event cut to "
+                      "event.max.bytes, with its headers, and a record the producer cannot send "
+                      "stops it",
+                      cfg->event_max_bytes, DLQ_HEADER_ROOM, mmb_key, mmb,
+                      mmb_key[0] == 'k' ? "" : ", librdkafka's default");
+        return HC_ERR_INVALID;
+    }
+    return hc_timeouts_derive(cfg, &cfg->timeouts, errstr, errstr_size);
 }
 
 /* The default as a user would write it, for --help. */
@@ -879,8 +986,15 @@ void hc_config_print_help(FILE *out)
         snprintf(name, sizeof(name), "%s<prop>", kafka_prefixes[i].prefix);
         fprintf(out, "  %-*s  %-*s  %s\n", name_width, name, def_width, "", kafka_prefixes[i].doc);
     }
-    fprintf(out, "Unknown keys are errors. kafka.* values go to librdkafka unchanged, e.g. "
-                 "-X kafka.security.protocol=SASL_SSL.\n");
+    fprintf(out,
+            "Unknown keys are errors. kafka.* values go to librdkafka unchanged, e.g. "
+            "-X kafka.security.protocol=SASL_SSL, except the settings exactly-once depends "
+            "on (isolation.level, enable.auto.commit, enable.auto.offset.store, "
+            "auto.offset.reset, transactional.id, enable.idempotence, acks, "
+            "partition.assignment.strategy, group.id, ...), which hotcount sets itself and "
+            "refuses to let a kafka.* key change. Keys that depend on each other (flush.ms and "
+            "transaction.timeout.ms, watchdog.ms and the longest blocking call, ...) are "
+            "checked together.\n");
 }
 
 void hc_config_print_example(FILE *out)
@@ -903,7 +1017,9 @@ void hc_config_print_example(FILE *out)
             fprintf(out, "%s=%s\n", def->name, def->def);
         }
     }
-    fprintf(out, "\n# librdkafka properties, passed through unchanged:\n");
+    fprintf(out, "\n# librdkafka properties, passed through unchanged (but for the settings "
+                 "exactly-once\n# depends on, which hotcount sets itself and refuses to let "
+                 "kafka.* change):\n");
     for (size_t i = 0; i < KAFKA_PREFIX_COUNT; i++) {
         char name[64];
 

@@ -4,11 +4,14 @@
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hotcount/kafka.h"
 #include "hotcount/log.h"
+#include "hotcount/redact.h"
 
 atomic_bool hc_cli_stop;
 
@@ -110,18 +113,21 @@ int hc_cli_parse(hc_cli_t *cli, const hc_cli_cmd_t *cmd, int argc, char **argv)
         }
     }
     if (status < 0 && file && hc_config_load_file(&cli->cfg, file, errstr, sizeof(errstr))) {
-        fprintf(stderr, "hotcount %s: %s\n", cmd->name, errstr);
+        hc_cli_error(cli, "%s", errstr);
         status = HC_EXIT_USAGE;
     }
     for (int i = 0; status < 0 && i < noverrides; i++) {
         if (hc_config_set_kv(&cli->cfg, overrides[i], errstr, sizeof(errstr)) != HC_OK) {
-            fprintf(stderr, "hotcount %s: -X %s\n", cmd->name, errstr);
+            hc_cli_error(cli, "-X %s", errstr);
             status = HC_EXIT_USAGE;
         }
     }
     free(overrides);
-    if (status < 0 && hc_config_validate(&cli->cfg, errstr, sizeof(errstr)) != HC_OK) {
-        fprintf(stderr, "hotcount %s: %s\n", cmd->name, errstr);
+    /* every check, for every command: the keys together, then the kafka.* settings that
+     * exactly-once depends on */
+    if (status < 0 && (hc_config_validate(&cli->cfg, errstr, sizeof(errstr)) != HC_OK ||
+                       hc_kafka_check_overrides(&cli->cfg, errstr, sizeof(errstr)) != HC_OK)) {
+        hc_cli_error(cli, "%s", errstr);
         status = HC_EXIT_USAGE;
     }
     if (status >= 0) {
@@ -136,6 +142,19 @@ int hc_cli_parse(hc_cli_t *cli, const hc_cli_cmd_t *cmd, int argc, char **argv)
     cli->npos = argc - optind;
     cli->pos = argv + optind;
     return -1;
+}
+
+void hc_cli_error(const hc_cli_t *cli, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    /* the safety net behind every message's own redaction: no configured secret is printed,
+     * whoever quoted it */
+    hc_redact_config_secrets(msg, sizeof(msg), &cli->cfg);
+    fprintf(stderr, "hotcount %s: %s\n", cli->cmd->name, msg);
 }
 
 void hc_cli_fini(hc_cli_t *cli)

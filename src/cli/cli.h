@@ -46,6 +46,10 @@ typedef struct hc_cli {
 int hc_cli_parse(hc_cli_t *cli, const hc_cli_cmd_t *cmd, int argc, char **argv);
 void hc_cli_fini(hc_cli_t *cli);
 
+/* "hotcount <command>: <message>" on stderr, with every secret cli->cfg holds redacted
+ * (hotcount/redact.h). Every command reports its errors through it. */
+void hc_cli_error(const hc_cli_t *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 bool hc_cli_has(const hc_cli_t *cli, const char *name);
 const char *hc_cli_str(const hc_cli_t *cli, const char *name, const char *dflt);
 /* Parse an option's value; on a bad value print an error naming the option and return false. */

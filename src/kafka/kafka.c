@@ -1,20 +1,76 @@
 #include "hotcount/kafka.h"
 
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "hotcount/log.h"
+#include "hotcount/redact.h"
+
+/* librdkafka's defaults, so that a default (sasl.mechanisms=GSSAPI) is not mistaken for a
+ * secret the user set and blanked out of every line. */
+static const char **default_dump;
+static size_t default_dump_count;
+static pthread_once_t default_dump_once = PTHREAD_ONCE_INIT;
+
+static void load_default_dump(void)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    default_dump = rd_kafka_conf_dump(conf, &default_dump_count);
+    rd_kafka_conf_destroy(conf);
+}
+
+static bool is_default(const char *name, const char *value)
+{
+    pthread_once(&default_dump_once, load_default_dump);
+    for (size_t i = 0; i + 1 < default_dump_count; i += 2) {
+        if (strcmp(default_dump[i], name) == 0) {
+            return strcmp(default_dump[i + 1], value) == 0;
+        }
+    }
+    return false;
+}
+
+/* librdkafka quotes property values in its log lines and errors ("`sasl.mechanism` set to
+ * `...`"): every secret value the client was built with (hotcount/redact.h) is blanked out. The
+ * client's own configuration is the list, so this holds for any client on any thread. */
+static void scrub_conf_secrets(const rd_kafka_conf_t *conf, char *text, size_t text_size)
+{
+    size_t count = 0;
+    const char **dump = rd_kafka_conf_dump((rd_kafka_conf_t *)conf, &count);
+    for (size_t i = 0; dump && i + 1 < count; i += 2) {
+        if (dump[i + 1][0] != '\0' && hc_redact_is_secret_key(dump[i]) &&
+            !is_default(dump[i], dump[i + 1])) {
+            hc_redact_secret_in(text, text_size, dump[i + 1]);
+        }
+    }
+    if (dump) {
+        rd_kafka_conf_dump_free(dump, count);
+    }
+}
+
+static void scrub_client_secrets(const rd_kafka_t *rk, char *text, size_t text_size)
+{
+    scrub_conf_secrets(rd_kafka_conf((rd_kafka_t *)rk), text, text_size);
+}
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-    (void)rk;
     /* syslog levels: 0-3 error, 4 warning, 5-6 notice/info, 7 debug */
     hc_log_level_t lvl = level <= 3   ? HC_LOG_ERROR
                          : level == 4 ? HC_LOG_WARN
                          : level <= 6 ? HC_LOG_INFO
                                       : HC_LOG_DEBUG;
-    hc_log(lvl, "rdkafka", "%s: %s", fac, buf);
+    if (!hc_log_enabled(lvl)) {
+        return;
+    }
+    char line[HC_LOG_LINE_MAX];
+    snprintf(line, sizeof(line), "%s: %s", fac, buf);
+    scrub_client_secrets(rk, line, sizeof(line));
+    hc_log(lvl, "rdkafka", "%s", line);
 }
 
 /* Errors arriving through error_cb are mostly transient (broker down, transport): librdkafka
@@ -22,8 +78,11 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     (void)opaque;
-    hc_log(err == RD_KAFKA_RESP_ERR__FATAL ? HC_LOG_ERROR : HC_LOG_WARN, "rdkafka", "%s: %s: %s",
-           rd_kafka_name(rk), rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+    char line[HC_LOG_LINE_MAX];
+    snprintf(line, sizeof(line), "%s: %s: %s", rd_kafka_name(rk),
+             rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+    scrub_client_secrets(rk, line, sizeof(line));
+    hc_log(err == RD_KAFKA_RESP_ERR__FATAL ? HC_LOG_ERROR : HC_LOG_WARN, "rdkafka", "%s", line);
 }
 
 typedef struct prop {
@@ -34,8 +93,12 @@ typedef struct prop {
 static bool conf_set(rd_kafka_conf_t *conf, const char *shown, const char *name, const char *value,
                      char *errstr, size_t errstr_size)
 {
-    char rderr[256];
+    char rderr[512];
     if (rd_kafka_conf_set(conf, name, value, rderr, sizeof(rderr)) != RD_KAFKA_CONF_OK) {
+        /* librdkafka quotes the value it refuses */
+        if (hc_redact_is_secret_key(name)) {
+            hc_redact_secret_in(rderr, sizeof(rderr), value);
+        }
         hc_errstr_set(errstr, errstr_size, "%s: %s", shown, rderr);
         return false;
     }
@@ -88,11 +151,9 @@ static const prop_t reader_props[] = {
     {NULL, NULL},
 };
 
+/* transaction.timeout.ms and message.timeout.ms come from cfg->timeouts (kafka_new), where
+ * they are derived and checked against flush.ms and the watchdog. */
 static const prop_t txn_producer_props[] = {
-    /* a stalled window must abort well before the broker's transaction.max.timeout.ms */
-    {"transaction.timeout.ms", "60000"},
-    /* must stay below transaction.timeout.ms */
-    {"message.timeout.ms", "50000"},
     {"linger.ms", "5"},
     {NULL, NULL},
 };
@@ -131,17 +192,207 @@ static bool role_is_consumer(hc_kafka_role_t role)
            role == HC_KAFKA_ROLE_READER;
 }
 
-static bool apply_user_props(rd_kafka_conf_t *conf, const hc_config_t *cfg, hc_kafka_scope_t scope,
-                             char *errstr, size_t errstr_size)
+/* ---- which kind of client reads a property: librdkafka's own table ---- */
+
+typedef struct prop_kind {
+    char *name; /* owned */
+    char kind;  /* 'C' consumer, 'P' producer, '*' both */
+} prop_kind_t;
+
+static prop_kind_t *prop_kinds; /* loaded once, kept for the process */
+static size_t prop_kind_count;
+static pthread_once_t prop_kinds_once = PTHREAD_ONCE_INIT;
+
+/* Parses rd_kafka_conf_properties_show's tables ("name | C/P | range | ..."), so that the kind
+ * of every property, aliases included, is librdkafka's and not a copy of it. */
+static void load_prop_kinds(void)
 {
-    static const char *const prefix[] = {"kafka.", "kafka.consumer.", "kafka.producer."};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    if (!fp) {
+        return;
+    }
+    rd_kafka_conf_properties_show(fp);
+    fclose(fp);
+    size_t lines = 1;
+    for (size_t i = 0; i < len; i++) {
+        lines += text[i] == '\n';
+    }
+    prop_kinds = calloc(lines, sizeof(*prop_kinds));
+    for (char *line = text, *next; prop_kinds && line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) {
+            *next++ = '\0';
+        }
+        size_t name_len = strcspn(line, " |");
+        char *bar = strchr(line, '|');
+        if (name_len == 0 || !bar) {
+            continue;
+        }
+        char *kind = bar + 1 + strspn(bar + 1, " ");
+        if ((kind[0] != 'C' && kind[0] != 'P' && kind[0] != '*') ||
+            (kind[1] != ' ' && kind[1] != '|')) {
+            continue;
+        }
+        char *name = strndup(line, name_len);
+        if (!name) {
+            break;
+        }
+        prop_kinds[prop_kind_count].name = name;
+        prop_kinds[prop_kind_count].kind = kind[0];
+        prop_kind_count++;
+    }
+    free(text);
+}
+
+/* 'C', 'P', '*', or '?' for a name librdkafka does not know (it says so when the client is
+ * created). */
+static char prop_kind(const char *name)
+{
+    pthread_once(&prop_kinds_once, load_prop_kinds);
+    for (size_t i = 0; i < prop_kind_count; i++) {
+        if (strcmp(prop_kinds[i].name, name) == 0) {
+            return prop_kinds[i].kind;
+        }
+    }
+    return '?';
+}
+
+/* ---- settings exactly-once depends on: hotcount's, never the user's ---- */
+
+typedef struct owned_prop {
+    const char *name;
+    const char *same[4]; /* values that say what hotcount sets anyway (accepted), NULL-ended */
+    const char *why;
+} owned_prop_t;
+
+/* A kafka.* override of any of these exits 2 (hc_kafka_check_overrides). Everything else is
+ * tuning (timeouts, batching, fetch sizes, security) and stays the operator's; the timeouts
+ * are checked together in hc_timeouts_derive. Left tunable on purpose: bootstrap.servers and
+ * client.id (names, not semantics), group.instance.id (static membership keeps a restarted
+ * replica's partitions; fencing stays the transactional id's), session.timeout.ms and
+ * max.poll.interval.ms (the latter checked against the longest blocking call),
+ * statistics.interval.ms (0 only stops the lag metrics), queued.min.messages, partitioner (a
+ * post split over partials partitions is still counted once per partial). */
+static const owned_prop_t owned_props[] = {
+    {"isolation.level",
+     {"read_committed", NULL},
+     "stage 2 must never count the partials of an aborted stage-1 window, and stage 1 must not "
+     "count raw events of aborted transactions"},
+    {"enable.auto.commit",
+     {"false", NULL},
+     "stage 1's offsets commit inside its transaction and stage 2's live in the store; an "
+     "automatic commit would move the group past windows not yet counted"},
+    {"auto.commit.enable", /* librdkafka's legacy alias of enable.auto.commit */
+     {"false", NULL},
+     "stage 1's offsets commit inside its transaction and stage 2's live in the store; an "
+     "automatic commit would move the group past windows not yet counted"},
+    {"enable.auto.offset.store",
+     {"false", NULL},
+     "offsets are stored only with the window that counted them"},
+    {"offset.store.method",
+     {"broker", NULL},
+     "stage 1's transaction commits its offsets to the group on the broker, where its rewind "
+     "reads them"},
+    {"auto.offset.reset",
+     {"earliest", "smallest", "beginning", NULL},
+     "a partition with no committed offset (a new group, offsets past retention) must be read "
+     "from its first record, or the records before are never counted"},
+    {"transactional.id",
+     {NULL},
+     "stage 1's transactional id is <group.stage1>-<instance.id>, which fences the previous "
+     "incarnation of the same replica; set instance.id instead"},
+    {"enable.idempotence",
+     {"true", NULL},
+     "the transactional producer requires it, and producers keep retries out of the log with "
+     "it (exactly once is once per record in the log)"},
+    {"acks", {"all", "-1", NULL}, "idempotent and transactional producers need acks=all"},
+    {"request.required.acks",
+     {"all", "-1", NULL},
+     "idempotent and transactional producers need "
+     "acks=all"},
+    {"partition.assignment.strategy",
+     {"range", "roundrobin", NULL},
+     "the stages' rebalance code is eager-only (assign and unassign the whole assignment); "
+     "under cooperative-sticky librdkafka hands out increments and the stage consumes nothing"},
+    {"group.id",
+     {NULL},
+     "the stages' groups are group.stage1 and group.stage2 (stage 2's stored offsets are keyed "
+     "by its group); set those instead"},
+    {"group.protocol.type", {"consumer", NULL}, "the stages are members of a consumer group"},
+    {"enable.partition.eof",
+     {NULL},
+     "hotcount's topic reads (verify, the changelog repair) end at the end of each partition, "
+     "and the stage loops do not expect end-of-partition events"},
+    {"delivery.report.only.error",
+     {"false", NULL},
+     "the changelog and the load generator count delivered records from their delivery "
+     "reports"},
+};
+
+#define OWNED_PROP_COUNT (sizeof(owned_props) / sizeof(owned_props[0]))
+
+static const char *const scope_prefix[] = {"kafka.", "kafka.consumer.", "kafka.producer."};
+
+hc_err_t hc_kafka_check_overrides(const hc_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    for (size_t i = 0; i < cfg->kafka_prop_count; i++) {
+        const hc_kafka_prop_t *kp = &cfg->kafka_props[i];
+        const char *prefix = scope_prefix[kp->scope];
+        for (size_t o = 0; o < OWNED_PROP_COUNT; o++) {
+            const owned_prop_t *op = &owned_props[o];
+            if (strcmp(op->name, kp->name) != 0) {
+                continue;
+            }
+            bool same = false;
+            for (size_t v = 0; op->same[v]; v++) {
+                same = same || strcmp(op->same[v], kp->value) == 0;
+            }
+            if (!same) {
+                char shown[128];
+                hc_redact_kv(kp->name, kp->value, shown, sizeof(shown));
+                hc_errstr_set(errstr, errstr_size,
+                              "%s%s=%s: hotcount sets %s itself and exactly-once depends on it: "
+                              "%s",
+                              prefix, kp->name, shown, kp->name, op->why);
+                return HC_ERR_INVALID;
+            }
+        }
+        /* A property given to the one kind of client that ignores it does nothing but make
+         * librdkafka warn at every start: a mistake, not a setting. */
+        char kind = prop_kind(kp->name);
+        if ((kp->scope == HC_KAFKA_CONSUMER && kind == 'P') ||
+            (kp->scope == HC_KAFKA_PRODUCER && kind == 'C')) {
+            hc_errstr_set(errstr, errstr_size,
+                          "%s%s: %s is a %s property; set it as kafka.%s%s (or kafka.%s, which "
+                          "goes to the clients that read it)",
+                          prefix, kp->name, kp->name, kind == 'P' ? "producer" : "consumer",
+                          kind == 'P' ? "producer." : "consumer.", kp->name, kp->name);
+            return HC_ERR_INVALID;
+        }
+    }
+    return HC_OK;
+}
+
+/* kafka.<prop> goes to the clients that read <prop> only, so librdkafka has no reason to warn
+ * (CONFWARN) about a consumer property handed to a producer or the reverse. */
+static bool apply_user_props(rd_kafka_conf_t *conf, const hc_config_t *cfg, hc_kafka_scope_t scope,
+                             bool consumer, char *errstr, size_t errstr_size)
+{
     for (size_t i = 0; i < cfg->kafka_prop_count; i++) {
         const hc_kafka_prop_t *kp = &cfg->kafka_props[i];
         if (kp->scope != scope) {
             continue;
         }
+        if (scope == HC_KAFKA_ALL) {
+            char kind = prop_kind(kp->name);
+            if ((consumer && kind == 'P') || (!consumer && kind == 'C')) {
+                continue;
+            }
+        }
         char shown[300];
-        snprintf(shown, sizeof(shown), "%s%s", prefix[scope], kp->name);
+        snprintf(shown, sizeof(shown), "%s%s", scope_prefix[scope], kp->name);
         if (!conf_set(conf, shown, kp->name, kp->value, errstr, errstr_size)) {
             return false;
         }
@@ -174,6 +425,21 @@ static rd_kafka_t *kafka_new(const hc_config_t *cfg, hc_kafka_role_t role,
             goto fail_conf;
         }
     }
+    if (role == HC_KAFKA_ROLE_TXN_PRODUCER) {
+        /* derived once (hotcount/timeouts.h): a user's kafka.producer.* values are in them */
+        hc_timeouts_t scratch;
+        const hc_timeouts_t *t = hc_timeouts_of(cfg, &scratch);
+        char txn_ms[32];
+        char msg_ms[32];
+        snprintf(txn_ms, sizeof(txn_ms), "%" PRId64, t->txn_timeout_ms);
+        snprintf(msg_ms, sizeof(msg_ms), "%" PRId64, t->message_timeout_ms);
+        if (!conf_set(conf, "transaction.timeout.ms", "transaction.timeout.ms", txn_ms, errstr,
+                      errstr_size) ||
+            !conf_set(conf, "message.timeout.ms", "message.timeout.ms", msg_ms, errstr,
+                      errstr_size)) {
+            goto fail_conf;
+        }
+    }
     /* librdkafka's consumer API (assign, poll) needs a group id even when it never joins or
      * commits, as a reader doesn't. */
     char reader_group[300];
@@ -190,9 +456,10 @@ static rd_kafka_t *kafka_new(const hc_config_t *cfg, hc_kafka_role_t role,
         goto fail_conf;
     }
     bool consumer = role_is_consumer(role);
-    if (!apply_user_props(conf, cfg, HC_KAFKA_ALL, errstr, errstr_size) ||
-        !apply_user_props(conf, cfg, consumer ? HC_KAFKA_CONSUMER : HC_KAFKA_PRODUCER, errstr,
-                          errstr_size)) {
+    if (hc_kafka_check_overrides(cfg, errstr, errstr_size) != HC_OK ||
+        !apply_user_props(conf, cfg, HC_KAFKA_ALL, consumer, errstr, errstr_size) ||
+        !apply_user_props(conf, cfg, consumer ? HC_KAFKA_CONSUMER : HC_KAFKA_PRODUCER, consumer,
+                          errstr, errstr_size)) {
         goto fail_conf;
     }
     if (opts->rebalance_cb) {
@@ -213,6 +480,7 @@ static rd_kafka_t *kafka_new(const hc_config_t *cfg, hc_kafka_role_t role,
     rd_kafka_t *rk =
         rd_kafka_new(consumer ? RD_KAFKA_CONSUMER : RD_KAFKA_PRODUCER, conf, rderr, sizeof(rderr));
     if (!rk) {
+        scrub_conf_secrets(conf, rderr, sizeof(rderr));
         hc_errstr_set(errstr, errstr_size, "kafka client: %s", rderr);
         goto fail_conf;
     }
@@ -236,11 +504,15 @@ hc_err_t hc_kafka_check(const hc_config_t *cfg, const hc_kafka_role_t *roles, si
                         char *errstr, size_t errstr_size)
 {
     for (size_t i = 0; i < count; i++) {
-        /* ids as the stages set them, so transactional checks run too */
+        /* ids as the stages set them, so transactional checks run too; a group id only for the
+         * consumers (a producer would warn that it ignores it) */
+        char txn_id[600];
+        snprintf(txn_id, sizeof(txn_id), "%s-%s", cfg->group_stage1, cfg->instance_id);
         hc_kafka_opts_t opts = {
-            .group_id =
-                roles[i] == HC_KAFKA_ROLE_STAGE2_CONSUMER ? cfg->group_stage2 : cfg->group_stage1,
-            .transactional_id = roles[i] == HC_KAFKA_ROLE_TXN_PRODUCER ? cfg->instance_id : NULL};
+            .group_id = roles[i] == HC_KAFKA_ROLE_STAGE2_CONSUMER   ? cfg->group_stage2
+                        : roles[i] == HC_KAFKA_ROLE_STAGE1_CONSUMER ? cfg->group_stage1
+                                                                    : NULL,
+            .transactional_id = roles[i] == HC_KAFKA_ROLE_TXN_PRODUCER ? txn_id : NULL};
         rd_kafka_t *rk = kafka_new(cfg, roles[i], &opts, true, errstr, errstr_size);
         if (!rk) {
             return HC_ERR_INVALID;
@@ -285,6 +557,7 @@ hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size)
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         return HC_OK;
     }
+    scrub_client_secrets(rk, reason, sizeof(reason));
     hc_errstr_set(errstr, errstr_size, "%s: %s", rd_kafka_err2name(err), reason);
     return HC_ERR_FATAL;
 }

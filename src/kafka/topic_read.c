@@ -8,13 +8,21 @@
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 #include "hotcount/offset.h"
-
-/* a read with no message for this long is stuck: the broker is down or the range is gone */
-#define IDLE_TIMEOUT_MS 30000
+#include "hotcount/timeouts.h"
 
 hc_err_t hc_topic_read_ranges(rd_kafka_t *rk, const char *topic, const hc_topic_range_t *ranges,
                               size_t count, hc_topic_message_fn fn, void *opaque, char *errstr,
                               size_t errstr_size)
+{
+    return hc_topic_read_ranges_idle(rk, topic, ranges, count, HC_TIMEOUTS_TOPIC_READ_IDLE_MS, fn,
+                                     opaque, errstr, errstr_size);
+}
+
+/* a read with no message for idle_ms is stuck: the broker is down or the range is gone */
+hc_err_t hc_topic_read_ranges_idle(rd_kafka_t *rk, const char *topic,
+                                   const hc_topic_range_t *ranges, size_t count, int64_t idle_ms,
+                                   hc_topic_message_fn fn, void *opaque, char *errstr,
+                                   size_t errstr_size)
 {
     bool *done = calloc(count + 1, sizeof(*done));
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)count + 1);
@@ -46,9 +54,9 @@ hc_err_t hc_topic_read_ranges(rd_kafka_t *rk, const char *topic, const hc_topic_
     while (remaining > 0 && err == HC_OK) {
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rk, 500);
         if (!rkm) {
-            if (hc_now_ms() - idle_since > IDLE_TIMEOUT_MS) {
-                hc_errstr_set(errstr, errstr_size, "reading %s: no progress for %d s", topic,
-                              IDLE_TIMEOUT_MS / 1000);
+            if (hc_now_ms() - idle_since > idle_ms) {
+                hc_errstr_set(errstr, errstr_size, "reading %s: no message for %lld ms", topic,
+                              (long long)idle_ms);
                 err = HC_ERR_TRANSIENT;
             }
             continue;

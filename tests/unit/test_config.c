@@ -56,6 +56,10 @@ static const char *const all_keys[] = {
     "serve.cache.max.keys",
     "serve.threads",
     "serve.stages",
+    "serve.max.connections",
+    "serve.max.connections.per.ip",
+    "serve.request.timeout.ms",
+    "serve.stats.expose",
 };
 
 #define ALL_KEY_COUNT (sizeof(all_keys) / sizeof(all_keys[0]))
@@ -812,6 +816,131 @@ static void validate_rejects_same_group_for_both_stages(void **state)
                                 "stages need separate consumer groups");
 }
 
+/* ---- secrets never quoted back (issue 16) ---- */
+
+#define SECRET "s3cr3t-PW"
+
+static void assert_no_secret(const char *errstr)
+{
+    if (strstr(errstr, SECRET) != NULL) {
+        fail_msg("the password is in \"%s\"", errstr);
+    }
+}
+
+/* Mutant: check_store quoting the value as given. */
+static void set_store_mistyped_scheme_redacts_the_password(void **state)
+{
+    char errstr[ERRSTR_SIZE] = "";
+
+    assert_int_equal(
+        hc_config_set(*state, "store", "redsi://user:" SECRET "@host:1/0", errstr, sizeof(errstr)),
+        HC_ERR_INVALID);
+    assert_no_secret(errstr);
+    assert_non_null(
+        strstr(errstr, "store: \"redsi://user:***@host:1/0\" is not a supported store"));
+}
+
+/* Mutant: another key's check quoting a pasted URI as given. */
+static void any_key_quoting_its_value_redacts_a_password(void **state)
+{
+    char errstr[ERRSTR_SIZE] = "";
+
+    assert_int_equal(
+        hc_config_set(*state, "instance.id", "redis://u:" SECRET "@h", errstr, sizeof(errstr)),
+        HC_ERR_INVALID);
+    assert_no_secret(errstr);
+    assert_non_null(strstr(errstr, "instance.id: \"redis://u:***@h\" may only contain"));
+    assert_int_equal(
+        hc_config_set(*state, "metrics.listen", "u:" SECRET "@h", errstr, sizeof(errstr)),
+        HC_ERR_INVALID);
+    assert_no_secret(errstr);
+}
+
+/* Mutant: -X without '=' (or with an empty key) quoted as given. */
+static void set_kv_without_equals_redacts_the_password(void **state)
+{
+    char errstr[ERRSTR_SIZE] = "";
+
+    assert_int_equal(
+        hc_config_set_kv(*state, "store:redis://u:" SECRET "@h", errstr, sizeof(errstr)),
+        HC_ERR_INVALID);
+    assert_no_secret(errstr);
+    assert_string_equal(errstr, "\"store:redis://u:***@h\": expected key=value");
+    assert_int_equal(
+        hc_config_set_kv(*state, "=postgresql://u:" SECRET "@h/db", errstr, sizeof(errstr)),
+        HC_ERR_INVALID);
+    assert_no_secret(errstr);
+    assert_int_equal(hc_config_set_kv(*state, "redis://u:" SECRET "@h=1", errstr, sizeof(errstr)),
+                     HC_ERR_INVALID);
+    assert_no_secret(errstr);
+}
+
+/* Mutant: apply_line quoting a bad line as given. */
+static void load_file_bad_line_redacts_the_password(void **state)
+{
+    char path[64];
+    char errstr[ERRSTR_SIZE] = "";
+
+    assert_int_equal(load_text(*state, "flush.ms=100\nstore redis://:" SECRET "@h:1/0\n", path,
+                               sizeof(path), errstr),
+                     HC_ERR_INVALID);
+    assert_no_secret(errstr);
+    assert_non_null(strstr(errstr, ":2: expected key=value, got \"store redis://:***@h:1/0\""));
+    assert_int_equal(
+        load_text(*state, "kafka.sasl.password " SECRET "\n", path, sizeof(path), errstr),
+        HC_ERR_INVALID);
+    assert_no_secret(errstr);
+    assert_non_null(strstr(errstr, ":1: expected key=value, got \"kafka.sasl.password ***\""));
+}
+
+/* ---- cross-key checks ---- */
+
+/* Mutant: the event.max.bytes / message.max.bytes check removed, or the producer's scope not
+ * winning over kafka.* . */
+static void validate_rejects_event_max_bytes_the_producer_cannot_send(void **state)
+{
+    hc_config_t *cfg = *state;
+    char errstr[ERRSTR_SIZE] = "";
+
+    set_ok(cfg, "event.max.bytes", "1048576");
+    assert_int_equal(hc_config_validate(cfg, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "event.max.bytes=1048576"));
+    assert_non_null(strstr(errstr, "message.max.bytes=1000000"));
+    set_ok(cfg, "kafka.producer.message.max.bytes", "2000000");
+    set_ok(cfg, "kafka.message.max.bytes", "1000"); /* the producer's own scope wins */
+    assert_int_equal(hc_config_validate(cfg, errstr, sizeof(errstr)), HC_OK);
+    set_ok(cfg, "kafka.producer.message.max.bytes", "1050000");
+    assert_int_equal(hc_config_validate(cfg, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "kafka.producer.message.max.bytes=1050000"));
+}
+
+/* The issue's case, through hc_config_validate as every command runs it.
+ * Mutant: validate not deriving the timeouts. */
+static void validate_rejects_flush_past_the_transaction_timeout(void **state)
+{
+    hc_config_t *cfg = *state;
+    char errstr[ERRSTR_SIZE] = "";
+
+    set_ok(cfg, "flush.ms", "3600000");
+    assert_int_equal(hc_config_validate(cfg, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "flush.ms=3600000"));
+    assert_non_null(strstr(errstr, "transaction.timeout.ms=60000"));
+    assert_non_null(strstr(errstr, "transaction.max.timeout.ms"));
+}
+
+/* Mutant: the watchdog check skipped by validate. */
+static void validate_rejects_watchdog_below_the_longest_call(void **state)
+{
+    hc_config_t *cfg = *state;
+    char errstr[ERRSTR_SIZE] = "";
+
+    set_ok(cfg, "watchdog.ms", "3000");
+    assert_int_equal(hc_config_validate(cfg, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "watchdog.ms=3000"));
+    set_ok(cfg, "watchdog.ms", "0");
+    assert_int_equal(hc_config_validate(cfg, errstr, sizeof(errstr)), HC_OK);
+}
+
 /* ---- help and example ---- */
 
 /* Not inlined: at -O3, GCC 12 follows open_memstream's buffer into the callers and warns that
@@ -961,6 +1090,13 @@ int main(void)
         T(validate_rejects_duplicate_topics_naming_both_keys),
         T(validate_rejects_empty_required_topic),
         T(validate_rejects_same_group_for_both_stages),
+        T(set_store_mistyped_scheme_redacts_the_password),
+        T(set_kv_without_equals_redacts_the_password),
+        T(any_key_quoting_its_value_redacts_a_password),
+        T(load_file_bad_line_redacts_the_password),
+        T(validate_rejects_event_max_bytes_the_producer_cannot_send),
+        T(validate_rejects_flush_past_the_transaction_timeout),
+        T(validate_rejects_watchdog_below_the_longest_call),
         T(print_help_lists_every_key_with_default_and_kafka_scopes),
         T(print_help_aligns_the_default_column),
         T(print_example_has_only_comments_and_assignments),

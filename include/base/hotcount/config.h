@@ -1,9 +1,8 @@
 /* Layer: base. hotcount's configuration: one table of keys (src/base/config.c) drives parsing,
- * validation, the
- * --help text and the example file. Resolved once, then passed down as `const hc_config_t *`;
- * there is no global configuration.
+ * validation, the --help text and the example file. Resolved once, then passed down as
+ * `const hc_config_t *`; there is no global configuration.
  *
- * Sources, applied in order: defaults (hc_config_init), a properties file (key=value, '#'
+ * Sources, applied in order: defaults (hc_config_init), a properties file (key=value, '#' or '!'
  * comments, blank lines), then -X key=value overrides. An unknown key is an error that names the
  * key. `kafka.<prop>` passes <prop> to every librdkafka client, `kafka.consumer.<prop>` and
  * `kafka.producer.<prop>` to one kind only; their values are checked by librdkafka when a client
@@ -19,6 +18,7 @@
 #include <stdio.h>
 
 #include "hotcount/err.h"
+#include "hotcount/timeouts.h"
 
 typedef enum hc_kafka_scope {
     HC_KAFKA_ALL = 0,  /* kafka.<prop> */
@@ -68,9 +68,17 @@ typedef struct hc_config {
     int64_t serve_top_max;
     int64_t serve_cache_max_keys;
     int32_t serve_threads;
-    char *serve_stages;           /* "" = none */
+    char *serve_stages; /* "" = none */
+    int32_t serve_max_connections;
+    int32_t serve_max_connections_per_ip;
+    int64_t serve_request_timeout_ms;
+    int32_t serve_stats_expose;   /* 1: /v1/stats names stage addresses and errors */
     hc_kafka_prop_t *kafka_props; /* owned array, in the order given */
     size_t kafka_prop_count;
+    /* Not a key: every timeout derived from the keys above (hotcount/timeouts.h). Filled with
+     * the defaults' values by hc_config_init, re-derived by hc_config_set and
+     * hc_config_load_file, and checked as a whole by hc_config_validate. */
+    hc_timeouts_t timeouts;
 } hc_config_t;
 
 /* Fills defaults (instance.id = "<hostname>-<pid>"). Returns HC_ERR_FATAL only when out of
@@ -98,8 +106,10 @@ hc_err_t hc_config_load_file(hc_config_t *cfg, const char *path, char *errstr, s
 
 /* Cross-key checks after all sources are applied: topic.raw, topic.partials, topic.dlq (and
  * topic.counts and topic.manifest when set) non-empty and distinct; group.stage1 !=
- * group.stage2. */
-hc_err_t hc_config_validate(const hc_config_t *cfg, char *errstr, size_t errstr_size);
+ * group.stage2; hotkeys.leave.rate < hotkeys.enter.rate; and cfg->timeouts re-derived and
+ * checked (hc_timeouts_derive: flush.ms against the transaction timeout, the watchdog against
+ * the longest blocking call ...). HC_ERR_INVALID with errstr naming the keys and the reason. */
+hc_err_t hc_config_validate(hc_config_t *cfg, char *errstr, size_t errstr_size);
 
 /* An aligned table, one line per key: name, default, description [range]; then the kafka.*
  * prefixes (for --help). */

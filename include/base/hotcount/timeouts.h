@@ -5,9 +5,11 @@
  * and logged once when a stage starts. The stages, the store backends and the watchdog read
  * their bounds from here and from nowhere else, so the relations below hold by construction:
  *
- *   flush_ms < txn_timeout_ms                 a window commits before the coordinator aborts it
+ *   2 x flush_ms <= txn_timeout_ms            a window commits before the coordinator aborts it
+ *                                             (the other half for the commit and a late start)
  *   message_timeout_ms < txn_timeout_ms       librdkafka's own rule for transactional producers
  *   longest_call_ms < watchdog_ms             a stage that waits on a bounded call is not stuck
+ *   longest_call_ms < max.poll.interval.ms    nor dropped from its consumer group
  *
  * where longest_call_ms is the longest single blocking step a stage loop can take: one
  * transactional call, a committed-offset read with all its retries and back-offs, one store
@@ -18,6 +20,7 @@
 #ifndef HOTCOUNT_TIMEOUTS_H
 #define HOTCOUNT_TIMEOUTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,24 +36,45 @@ typedef struct hc_timeouts {
     int txn_init_attempts;      /* init_transactions tries before the stage gives up */
     int64_t committed_read_ms;  /* bound on one rd_kafka_committed call (stage 1's rewind) */
     int committed_read_attempts;
-    int64_t backoff_min_ms; /* first pause of every retry loop, doubling ... */
-    int64_t backoff_max_ms; /* ... up to this */
-    int64_t drain_ms;           /* changelog/producer drain at a revoke or at shutdown */
-    int64_t topic_read_idle_ms; /* a topic read gives up after this long without a message */
-    int64_t store_connect_ms;   /* a store connection attempt */
-    int64_t store_statement_ms; /* one store statement or command */
+    int64_t backoff_min_ms;         /* first pause of every retry loop, doubling ... */
+    int64_t backoff_max_ms;         /* ... up to this */
+    int64_t drain_ms;               /* changelog/producer drain at a revoke or at shutdown */
+    int64_t topic_read_idle_ms;     /* a topic read gives up after this long without a message */
+    int64_t store_connect_ms;       /* a store connection attempt */
+    int64_t store_statement_ms;     /* one store statement or command */
     int store_statements_per_batch; /* most statements one store batch issues */
-    int64_t store_batch_ms;  /* store_statement_ms x store_statements_per_batch */
+    int64_t store_batch_ms;  /* store_statement_ms x store_statements_per_batch, capped at 90 s:
+                                the backends hold every statement of one batch to this deadline */
     int64_t longest_call_ms; /* the longest blocking step of a stage loop (see above) */
     int64_t watchdog_ms;     /* watchdog.ms; 0 = off */
+    /* Additions: */
+    bool derived; /* set by hc_timeouts_derive: a zeroed hc_config_t built by hand has none */
+    int64_t committed_read_total_ms;   /* every committed-read attempt and the back-offs between */
+    int64_t store_server_statement_ms; /* PostgreSQL's statement_timeout (below the client's
+                                          store_statement_ms, so the server's fires first) */
 } hc_timeouts_t;
 
-/* Derives t from cfg (flush.ms, watchdog.ms, the kafka.* overrides of the producer's timeouts)
+/* Kafka's broker default for transaction.max.timeout.ms: a transactional producer asking for a
+ * longer transaction.timeout.ms is refused by such a broker at init_transactions. */
+#define HC_TIMEOUTS_BROKER_TXN_MAX_MS 900000
+
+/* topic_read_idle_ms, which depends on no key: also the bound of the commands' topic reads,
+ * which have no stage configuration at hand (hc_topic_read_ranges). */
+#define HC_TIMEOUTS_TOPIC_READ_IDLE_MS 30000
+
+/* Derives t from cfg (flush.ms, watchdog.ms, store, max.keys, the kafka.* overrides of the
+ * producer's transaction.timeout.ms and message.timeout.ms, the consumers'
+ * max.poll.interval.ms, which the longest call must also stay below)
  * and checks the relations above. HC_ERR_INVALID with errstr naming the keys and the reason
- * ("flush.ms=3600000 must be below transaction.timeout.ms=60000: ..."); on error t is
- * unspecified. */
+ * ("flush.ms=3600000 must be at most half of transaction.timeout.ms=60000: ..."). On error t still
+ * holds every value that could be derived (a kafka.* timeout that is not an integer leaves its
+ * default), so hc_config_t's copy is never garbage. */
 hc_err_t hc_timeouts_derive(const struct hc_config *cfg, hc_timeouts_t *t, char *errstr,
                             size_t errstr_size);
+
+/* cfg's timeouts: &cfg->timeouts, or, for a configuration built by hand without hc_config_init
+ * (some tests), the ones derived from it into *scratch (relations unchecked). */
+const hc_timeouts_t *hc_timeouts_of(const struct hc_config *cfg, hc_timeouts_t *scratch);
 
 /* The next pause of a retry loop: backoff_min_ms doubled per attempt (0-based), capped at
  * backoff_max_ms. */

@@ -2,8 +2,13 @@
  * reads rd_kafka_error_t.
  *
  * Client properties are applied in this order, later winning: hotcount's own settings for the
- * role (below), then the user's kafka.* props, then kafka.consumer.* / kafka.producer.*. So an
- * operator can override anything; the roles' settings say why each default is there.
+ * role (src/kafka/kafka.c says why each is there), then the user's kafka.* props (each only to
+ * the kind of client that reads it, so librdkafka never warns about a property it ignores),
+ * then kafka.consumer.* / kafka.producer.*. The settings exactly-once depends on (isolation
+ * level, auto commit and offset store, auto.offset.reset, transactional id, idempotence and
+ * acks, the eager assignor, group ids, partition EOF, delivery reports) are hotcount's: an
+ * override of any of them is refused (hc_kafka_check_overrides). The transactional producer's
+ * transaction.timeout.ms and message.timeout.ms are cfg->timeouts' (hotcount/timeouts.h).
  *
  * librdkafka's log lines are routed into hc_log (area "rdkafka"). */
 #ifndef HOTCOUNT_KAFKA_H
@@ -50,6 +55,12 @@ rd_kafka_t *hc_kafka_new(const hc_config_t *cfg, hc_kafka_role_t role, const hc_
  * errstr naming the bad key. */
 hc_err_t hc_kafka_check(const hc_config_t *cfg, const hc_kafka_role_t *roles, size_t count,
                         char *errstr, size_t errstr_size);
+
+/* Refuses kafka.* settings that would break exactly-once (any scope, any value other than the
+ * one hotcount sets itself) and kafka.consumer.* / kafka.producer.* properties that the other
+ * kind of client reads. HC_ERR_INVALID with errstr naming the key and why; secret values are
+ * never quoted. hc_kafka_new and hc_kafka_check run it too. */
+hc_err_t hc_kafka_check_overrides(const hc_config_t *cfg, char *errstr, size_t errstr_size);
 
 /* Classifies and destroys a librdkafka error object (NULL -> HC_OK):
  * retriable -> HC_ERR_TRANSIENT, requires abort -> HC_ERR_ABORT, fatal or unflagged ->
