@@ -20,7 +20,10 @@ static const hc_cli_opt_t stage_opts[] = {
     {NULL, 0, NULL, NULL},
 };
 
-/* --check-config: what the stages would build, built offline. */
+/* --check-config: hc_cli_parse already ran every check on the keys (hc_config_validate: the
+ * keys together and the derived timeouts; hc_kafka_check_overrides: the settings exactly-once
+ * depends on); here the clients the stages would build are built offline, so librdkafka checks
+ * every kafka.* property too. */
 static int check_config(const hc_cli_t *cli, int n1, int n2)
 {
     hc_kafka_role_t roles[3];
@@ -34,7 +37,7 @@ static int check_config(const hc_cli_t *cli, int n1, int n2)
     }
     char errstr[512];
     if (hc_kafka_check(&cli->cfg, roles, n, errstr, sizeof(errstr)) != HC_OK) {
-        fprintf(stderr, "hotcount %s: %s\n", cli->cmd->name, errstr);
+        hc_cli_error(cli, "%s", errstr);
         return HC_EXIT_USAGE;
     }
     printf("configuration ok\n");
@@ -42,16 +45,18 @@ static int check_config(const hc_cli_t *cli, int n1, int n2)
 }
 
 /* A stage stuck in one call cannot be stopped cleanly: its open window is left to Kafka's
- * transaction timeout and the store's compare-and-set, and the supervisor restarts us. */
-static void watchdog(const hc_config_t *cfg, const hc_pipeline_t *pl)
+ * transaction timeout and the store's compare-and-set, and the supervisor restarts us. Every
+ * call a stage makes is bounded below watchdog.ms (cfg->timeouts.longest_call_ms, checked by
+ * hc_config_validate), so a stage past it is stuck beyond any bound, not waiting on one. */
+static void watchdog(const hc_timeouts_t *t, const hc_pipeline_t *pl)
 {
     const char *name = "stage";
     int64_t stalled = hc_pipeline_stalled_ms(pl, hc_now_ms(), &name);
-    if (cfg->watchdog_ms > 0 && stalled > cfg->watchdog_ms) {
-        hc_log(HC_LOG_ERROR, name,
-               "no progress for %lld ms (watchdog.ms=%lld): stuck in a librdkafka or store call; "
-               "exiting with status %d for the supervisor to restart",
-               (long long)stalled, (long long)cfg->watchdog_ms, HC_EXIT_WATCHDOG);
+    if (t->watchdog_ms > 0 && stalled > t->watchdog_ms) {
+        hc_log_event(HC_LOG_ERROR, name, "watchdog_expired", HC_LOG_INT("stalled_ms", stalled),
+                     HC_LOG_INT("watchdog_ms", t->watchdog_ms),
+                     HC_LOG_INT("longest_call_ms", t->longest_call_ms),
+                     HC_LOG_INT("exit_status", HC_EXIT_WATCHDOG));
         _exit(HC_EXIT_WATCHDOG);
     }
 }
@@ -93,14 +98,14 @@ static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, in
         while (!atomic_load(&hc_cli_stop)) {
             struct timespec ts = {0, 100 * 1000000};
             nanosleep(&ts, NULL);
-            watchdog(&cli.cfg, pl);
+            watchdog(&cli.cfg.timeouts, pl);
         }
         err = hc_pipeline_stop(pl, errstr, sizeof(errstr));
     }
     hc_metrics_http_stop(http);
     hc_metrics_fini(&metrics);
     if (err != HC_OK) {
-        fprintf(stderr, "hotcount %s: %s\n", cmd->name, errstr);
+        hc_cli_error(&cli, "%s", errstr);
         status = err == HC_ERR_INVALID ? HC_EXIT_USAGE : HC_EXIT_FAILED;
     } else {
         status = HC_EXIT_OK;

@@ -17,8 +17,6 @@
 #define REPAIR_CHUNK 1000
 /* distinct posts a repair holds before publishing them */
 #define REPAIR_KEYS 65536
-/* a repair that cannot deliver its records in this long gives up for now */
-#define REPAIR_TIMEOUT_MS 30000
 
 struct hc_changelog {
     const hc_config_t *cfg;
@@ -26,6 +24,9 @@ struct hc_changelog {
     rd_kafka_t *producer; /* owned */
     int64_t outstanding;  /* records produced, delivery not yet reported */
     bool failed;          /* a record was not delivered since the last repair */
+    bool taken_over;      /* partitions were assigned since the last repair */
+    int64_t repair_at_ms; /* hc_now_ms() before which no repair is due (after a failed one) */
+    int repair_failures;  /* failed repairs in a row: the back-off's attempt */
     int64_t *marks;       /* owned, by partition: offset to commit once delivered, or -1 */
     int32_t marks_cap;
 };
@@ -103,7 +104,7 @@ void hc_changelog_destroy(hc_changelog_t *cl)
     if (!cl) {
         return;
     }
-    rd_kafka_flush(cl->producer, 10000);
+    rd_kafka_flush(cl->producer, (int)cl->cfg->timeouts.drain_ms);
     rd_kafka_destroy(cl->producer);
     free(cl->marks);
     free(cl);
@@ -191,9 +192,9 @@ void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer)
 {
     rd_kafka_poll(cl->producer, 0);
     renew_if_fatal(cl);
-    /* After a failure the marks wait for a repair: committing them would skip the lost
-     * records' batch on the next takeover. */
-    if (cl->outstanding > 0 || cl->failed) {
+    /* After a failure or a takeover the marks wait for a repair: committing them would skip
+     * the lost records' batch on the next takeover. */
+    if (cl->outstanding > 0 || cl->failed || cl->taken_over) {
         return;
     }
     rd_kafka_topic_partition_list_t *list = take_marks(cl);
@@ -204,9 +205,9 @@ void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer)
     }
 }
 
-void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int timeout_ms)
+void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int64_t timeout_ms)
 {
-    rd_kafka_flush(cl->producer, timeout_ms);
+    rd_kafka_flush(cl->producer, (int)timeout_ms);
     if (cl->outstanding > 0) {
         /* Kafka is unreachable. Records still queued here could reach the topic after the next
          * owner's repair and put older totals last: drop them (the marks stay, so that repair
@@ -215,7 +216,7 @@ void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int timeout_ms
                            "owner republishes their posts");
         return;
     }
-    if (cl->failed) {
+    if (cl->failed || cl->taken_over) {
         return;
     }
     rd_kafka_topic_partition_list_t *list = take_marks(cl);
@@ -231,9 +232,26 @@ void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int timeout_ms
     }
 }
 
-bool hc_changelog_needs_repair(const hc_changelog_t *cl)
+void hc_changelog_assigned(hc_changelog_t *cl)
 {
-    return cl->failed && cl->outstanding == 0;
+    cl->taken_over = true;
+    cl->repair_at_ms = 0;
+    cl->repair_failures = 0;
+}
+
+bool hc_changelog_repair_due(const hc_changelog_t *cl, int64_t now_ms)
+{
+    return (cl->taken_over || (cl->failed && cl->outstanding == 0)) && now_ms >= cl->repair_at_ms;
+}
+
+/* A repair that could not finish: the marks stay put (failed), and the next attempt waits a
+ * back-off that grows with each failure in a row. */
+static void repair_failed(hc_changelog_t *cl, const char *why)
+{
+    cl->failed = true;
+    int64_t backoff = hc_timeouts_backoff_ms(&cl->cfg->timeouts, cl->repair_failures++);
+    cl->repair_at_ms = hc_now_ms() + backoff;
+    hc_log(HC_LOG_WARN, cl->name, "changelog repair: %s; retrying in %" PRId64 " ms", why, backoff);
 }
 
 hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int32_t *partitions,
@@ -245,9 +263,11 @@ hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int
     for (size_t i = 0; i < count; i++) {
         rd_kafka_topic_partition_list_add(list, cl->cfg->topic_partials, partitions[i]);
     }
-    rd_kafka_resp_err_t err = rd_kafka_committed(consumer, list, 10000);
+    rd_kafka_resp_err_t err =
+        rd_kafka_committed(consumer, list, (int)cl->cfg->timeouts.committed_read_ms);
     if (err) {
         hc_errstr_set(errstr, errstr_size, "reading changelog marks: %s", rd_kafka_err2str(err));
+        repair_failed(cl, errstr);
         rd_kafka_topic_partition_list_destroy(list);
         return HC_ERR_TRANSIENT;
     }
@@ -346,6 +366,9 @@ hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_
                              size_t count, char *errstr, size_t errstr_size)
 {
     if (count == 0) {
+        cl->taken_over = false;
+        cl->failed = false;
+        cl->repair_failures = 0;
         return HC_OK;
     }
     int64_t t0 = hc_now_ms();
@@ -361,14 +384,15 @@ hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_
         goto done;
     }
     collect_ctx_t ctx = {cl, st, tbl, 0, errstr, errstr_size};
-    err = hc_topic_read_ranges(reader, cl->cfg->topic_partials, ranges, count, collect_post, &ctx,
-                               errstr, errstr_size);
+    err = hc_topic_read_ranges_idle(reader, cl->cfg->topic_partials, ranges, count,
+                                    cl->cfg->timeouts.topic_read_idle_ms, collect_post, &ctx,
+                                    errstr, errstr_size);
     if (err == HC_OK) {
         ctx.posts += hc_table_count(tbl);
         err = publish_current(cl, st, tbl, errstr, errstr_size);
     }
     if (err == HC_OK) {
-        rd_kafka_flush(cl->producer, REPAIR_TIMEOUT_MS);
+        rd_kafka_flush(cl->producer, (int)cl->cfg->timeouts.drain_ms);
         if (cl->outstanding > 0 || cl->failed) {
             hc_errstr_set(errstr, errstr_size, "republished totals not delivered");
             err = HC_ERR_TRANSIENT;
@@ -378,11 +402,13 @@ hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_
         for (size_t i = 0; i < count; i++) {
             mark(cl, ranges[i].partition, ranges[i].to);
         }
-        hc_log(HC_LOG_INFO, cl->name,
-               "changelog repaired: %zu partitions, %zu posts republished, %" PRId64 " ms", count,
-               ctx.posts, hc_now_ms() - t0);
+        cl->taken_over = false;
+        cl->repair_failures = 0;
+        int64_t ms = hc_now_ms() - t0;
+        hc_log_event(HC_LOG_INFO, cl->name, "changelog_repaired", HC_LOG_INT("partitions", count),
+                     HC_LOG_INT("posts", ctx.posts), HC_LOG_INT("ms", ms));
     } else {
-        cl->failed = true; /* keeps the marks from moving until a repair succeeds */
+        repair_failed(cl, errstr);
     }
 done:
     if (reader) {

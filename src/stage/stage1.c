@@ -4,13 +4,20 @@
  * closes after flush.ms, when the table is full, on revocation, or on shutdown. Closing it
  * produces one partial per post, then sends the window's offsets to the transaction and commits.
  * The dead-letter records are produced into the same transaction as their messages arrive, so a
- * window's partials, its DLQ records and its offsets become visible together or not at all.
+ * window's partials, its DLQ records and its offsets become visible together or not at all
+ * (the records: docs/FORMATS.md, "Partials", "Dead letters", "Manifests").
  *
  * Offsets are tracked here per partition from the messages actually processed, not with
  * rd_kafka_position(): when the table fills, the message that did not fit is already returned
  * by poll but must not be part of the committed window. The same ranges go, when topic.manifest
  * is set, into one manifest record per window inside its transaction (hotcount/manifest.h), so
- * a checker can prove that the committed windows tile every raw partition exactly once. */
+ * a checker can prove that the committed windows tile every raw partition exactly once.
+ *
+ * The window is a state machine (hotcount/stage.h): every step is an action whose result's class
+ * picks the next state in hc_stage1_next, and act() then does what the new state asks for, in
+ * one place: count a commit or an abort, abort an unusable transaction, reset the window. The
+ * consumer, its rebalances, the heartbeat and the error latch are the shared loop's
+ * (hotcount/stage_loop.h); this file plugs into it with the hooks at the bottom. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,19 +31,24 @@
 #include "hotcount/manifest.h"
 #include "hotcount/partial.h"
 #include "hotcount/stage.h"
+#include "hotcount/stage_loop.h"
 #include "hotcount/table.h"
+#include "hotcount/timeouts.h"
 #include "hotcount/window.h"
 
-/* Back-off between retries of a retriable transactional call. */
-#define TXN_RETRY_MS 200
-/* messages consumed between clock reads while they queue up (see hc_stage1_run) */
-#define CLOCK_EVERY 32
+/* messages polled between two additions to metrics->events_consumed */
+#define PUBLISH_EVERY 1024
+
+/* A dead letter that the producer refuses as too large keeps this much of the original key
+ * (a producer's key is "<post_id>#<salt>", at most ~270 bytes): with event.max.bytes of value
+ * and the headers it stays within the 4096 bytes that the configuration check keeps free
+ * beside event.max.bytes in message.max.bytes. */
+#define DLQ_KEY_MAX 1024
 
 struct hc_stage1 {
-    const hc_config_t *cfg;
-    hc_metrics_t *metrics;
-    char name[160];         /* for log lines: "stage1/<instance>" */
-    rd_kafka_t *consumer;   /* owned */
+    hc_stage_loop_t loop;   /* owned: the consumer, heartbeat, latch; loop.name for logs */
+    const hc_config_t *cfg; /* borrowed */
+    hc_metrics_t *metrics;  /* borrowed */
     rd_kafka_t *producer;   /* owned, transactional */
     hc_table_t *tbl;        /* owned */
     hc_hotkeys_t *hk;       /* owned: the window's hottest posts */
@@ -44,42 +56,87 @@ struct hc_stage1 {
     char txn_id[300];       /* <group.stage1>-<instance>: the producer's transactional.id */
     int64_t incarnation_ms; /* wall clock at hc_stage1_new, names this process in manifests */
     int64_t window_seq;     /* windows begun by this incarnation */
-    atomic_int assigned;    /* partitions in our assignment; read by other threads */
-    /* hc_now_ms() of the loop's last sign of life; the watchdog reads it from another thread */
-    atomic_int_fast64_t heartbeat_ms;
-    int64_t unpublished; /* messages polled but not yet added to metrics->events_consumed */
-    bool in_txn;
-    /* an aborted window's assignment was lost before it could rewind: rewind to the committed
-     * offsets once partitions are assigned again, and drop every message until then */
-    bool rewind_pending;
+    int64_t unpublished;    /* messages polled but not yet added to metrics->events_consumed */
+    hc_stage1_state_t state;
+    hc_stage1_observer_fn observer; /* NULL: none */
+    void *observer_opaque;
     int64_t window_start_ms;
-    int64_t window_due_ms; /* when the open window closes (window.h) */
+    int64_t window_due_ms;   /* when the open window closes (window.h) */
+    int64_t commit_start_ms; /* when its close began (the transaction-seconds histogram) */
     int64_t window_ok;
     int64_t window_invalid;
     int64_t window_by_reason[HC_EVENT_REASON_COUNT];
-    /* set by the rebalance callback, which cannot return an error to the loop */
-    hc_err_t cb_err;
-    char cb_errstr[512];
 };
 
-static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                         rd_kafka_topic_partition_list_t *partitions, void *opaque);
+/* ---- the state machine ------------------------------------------------------------------- */
 
-static int stats_cb(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
+hc_stage1_state_t hc_stage1_next(hc_stage1_state_t from, hc_stage1_action_t action,
+                                 hc_err_t outcome)
 {
-    (void)rk;
-    hc_stage1_t *s1 = opaque;
-    hc_metrics_ingest_rdkafka_stats(s1->metrics, json, json_len);
-    return 0;
+    switch (from) {
+    case HC_STAGE1_IDLE:
+        if (outcome == HC_OK && action == HC_STAGE1_BEGIN) {
+            return HC_STAGE1_OPEN;
+        }
+        if (outcome == HC_OK && action == HC_STAGE1_REVOKE) {
+            return HC_STAGE1_IDLE;
+        }
+        break;
+    case HC_STAGE1_OPEN:
+        if (action == HC_STAGE1_PRODUCE || action == HC_STAGE1_COMMIT) {
+            if (outcome == HC_OK) {
+                return action == HC_STAGE1_PRODUCE ? HC_STAGE1_OPEN : HC_STAGE1_IDLE;
+            }
+            if (outcome == HC_ERR_ABORT) {
+                return HC_STAGE1_ABORTING;
+            }
+        }
+        if (outcome == HC_OK && action == HC_STAGE1_LOSE) {
+            return HC_STAGE1_ABORTING;
+        }
+        break;
+    case HC_STAGE1_ABORTING:
+        if (outcome == HC_OK && action == HC_STAGE1_ABORT) {
+            return HC_STAGE1_REWINDING;
+        }
+        break;
+    case HC_STAGE1_REWINDING:
+        if (action == HC_STAGE1_REWIND && outcome == HC_ERR_TRANSIENT) {
+            return HC_STAGE1_REWINDING;
+        }
+        if (outcome == HC_OK && (action == HC_STAGE1_REWIND || action == HC_STAGE1_REVOKE)) {
+            return HC_STAGE1_IDLE;
+        }
+        break;
+    case HC_STAGE1_FAILED:
+    case HC_STAGE1_STATE_COUNT:
+        break;
+    }
+    return HC_STAGE1_FAILED;
 }
+
+const char *hc_stage1_state_name(hc_stage1_state_t state)
+{
+    static const char *const names[HC_STAGE1_STATE_COUNT] = {"idle", "open", "aborting",
+                                                             "rewinding", "failed"};
+    return state < HC_STAGE1_STATE_COUNT ? names[state] : "?";
+}
+
+const char *hc_stage1_action_name(hc_stage1_action_t action)
+{
+    static const char *const names[HC_STAGE1_ACTION_COUNT] = {"begin", "produce", "commit", "lose",
+                                                              "abort", "rewind",  "revoke"};
+    return action < HC_STAGE1_ACTION_COUNT ? names[action] : "?";
+}
+
+/* ---- creation ---------------------------------------------------------------------------- */
+
+static const hc_stage_loop_ops_t stage1_ops; /* the hooks, at the bottom */
 
 hc_err_t hc_stage1_new(const hc_config_t *cfg, const char *instance_id, hc_metrics_t *metrics,
                        hc_stage1_t **s1p, char *errstr, size_t errstr_size)
 {
     *s1p = NULL;
-    if (!instance_id) {
-        instance_id = cfg->instance_id;
-    }
     hc_stage1_t *s1 = calloc(1, sizeof(*s1));
     if (!s1) {
         hc_errstr_set(errstr, errstr_size, "out of memory");
@@ -87,9 +144,10 @@ hc_err_t hc_stage1_new(const hc_config_t *cfg, const char *instance_id, hc_metri
     }
     s1->cfg = cfg;
     s1->metrics = metrics;
+    s1->state = HC_STAGE1_IDLE;
     hc_manifest_init(&s1->win);
     s1->incarnation_ms = hc_wall_ms();
-    snprintf(s1->name, sizeof(s1->name), "stage1/%s", instance_id);
+    hc_err_t err = HC_ERR_FATAL;
     s1->tbl = hc_table_new((size_t)cfg->max_keys);
     if (!s1->tbl) {
         hc_errstr_set(errstr, errstr_size, "out of memory for max.keys=%lld",
@@ -102,36 +160,47 @@ hc_err_t hc_stage1_new(const hc_config_t *cfg, const char *instance_id, hc_metri
         hc_errstr_set(errstr, errstr_size, "out of memory");
         goto fail;
     }
-    snprintf(s1->txn_id, sizeof(s1->txn_id), "%s-%s", cfg->group_stage1, instance_id);
+    hc_stage_loop_opts_t lopts = {.kind = HC_METRICS_STAGE1,
+                                  .instance_id = instance_id,
+                                  .role = HC_KAFKA_ROLE_STAGE1_CONSUMER,
+                                  .group_id = cfg->group_stage1,
+                                  .topic = cfg->topic_raw,
+                                  .ops = &stage1_ops,
+                                  .stage = s1};
+    err = hc_stage_loop_init(&s1->loop, cfg, metrics, &lopts, errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail;
+    }
+    snprintf(s1->txn_id, sizeof(s1->txn_id), "%s-%s", cfg->group_stage1, s1->loop.instance_id);
     hc_kafka_opts_t popts = {.transactional_id = s1->txn_id};
     s1->producer = hc_kafka_new(cfg, HC_KAFKA_ROLE_TXN_PRODUCER, &popts, errstr, errstr_size);
     if (!s1->producer) {
+        err = HC_ERR_INVALID;
         goto fail;
     }
-    hc_kafka_opts_t copts = {.group_id = cfg->group_stage1,
-                             .rebalance_cb = rebalance_cb,
-                             .stats_cb = stats_cb,
-                             .opaque = s1};
-    s1->consumer = hc_kafka_new(cfg, HC_KAFKA_ROLE_STAGE1_CONSUMER, &copts, errstr, errstr_size);
-    if (!s1->consumer) {
-        goto fail;
-    }
+    hc_stage_loop_watch(&s1->loop, s1->producer);
     *s1p = s1;
     return HC_OK;
 
 fail:
     hc_stage1_destroy(s1);
-    return HC_ERR_INVALID;
+    return err;
 }
 
 int64_t hc_stage1_heartbeat_ms(const hc_stage1_t *s1)
 {
-    return atomic_load(&s1->heartbeat_ms);
+    return hc_stage_loop_heartbeat_ms(&s1->loop);
 }
 
 int hc_stage1_assigned(const hc_stage1_t *s1)
 {
-    return atomic_load(&s1->assigned);
+    return hc_stage_loop_assigned(&s1->loop);
+}
+
+void hc_stage1_observe(hc_stage1_t *s1, hc_stage1_observer_fn fn, void *opaque)
+{
+    s1->observer = fn;
+    s1->observer_opaque = opaque;
 }
 
 void hc_stage1_destroy(hc_stage1_t *s1)
@@ -139,9 +208,7 @@ void hc_stage1_destroy(hc_stage1_t *s1)
     if (!s1) {
         return;
     }
-    if (s1->consumer) {
-        rd_kafka_destroy(s1->consumer);
-    }
+    hc_stage_loop_fini(&s1->loop);
     if (s1->producer) {
         rd_kafka_destroy(s1->producer);
     }
@@ -151,6 +218,8 @@ void hc_stage1_destroy(hc_stage1_t *s1)
     free(s1);
 }
 
+/* ---- the window's contents --------------------------------------------------------------- */
+
 static void window_reset(hc_stage1_t *s1)
 {
     hc_table_clear(s1->tbl);
@@ -158,7 +227,6 @@ static void window_reset(hc_stage1_t *s1)
     s1->window_ok = 0;
     s1->window_invalid = 0;
     memset(s1->window_by_reason, 0, sizeof(s1->window_by_reason));
-    s1->in_txn = false;
 }
 
 /* A message this window processed. An offset that does not move forwards would be counted
@@ -224,139 +292,48 @@ static hc_err_t produce(hc_stage1_t *s1, const char *topic, const void *key, siz
     }
 }
 
+/* The message's dead letter into the open transaction. Any message has one, whatever its key,
+ * value or headers (its headers are not copied): when the producer refuses it as too large,
+ * the key and the value are cut to DLQ_KEY_MAX and event.max.bytes bytes, each cut marked with
+ * a header naming the original length, and should even that be refused (a message.max.bytes
+ * far below the default), to nothing; hotcount-source still points at the whole message in
+ * likes.raw. HC_ERR_FATAL only when not even that can be sent: then no message could be. */
 static hc_err_t produce_dlq(hc_stage1_t *s1, const rd_kafka_message_t *rkm,
                             hc_event_reason_t reason, char *errstr, size_t errstr_size)
 {
     char source[400];
     snprintf(source, sizeof(source), "%s/%" PRId32 "/%" PRId64, rd_kafka_topic_name(rkm->rkt),
              rkm->partition, rkm->offset);
-    size_t len = rkm->payload ? rkm->len : 0;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(3);
+    size_t value_len = rkm->payload ? rkm->len : 0;
+    size_t key_len = rkm->key ? rkm->key_len : 0;
+    const size_t value_cap[] = {value_len, (size_t)s1->cfg->event_max_bytes, 0};
+    const size_t key_cap[] = {key_len, DLQ_KEY_MAX, 0};
+    for (int attempt = 0; attempt < 3; attempt++) {
+        size_t vlen = value_len < value_cap[attempt] ? value_len : value_cap[attempt];
+        size_t klen = key_len < key_cap[attempt] ? key_len : key_cap[attempt];
+        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(4);
         rd_kafka_header_add(hdrs, "hotcount-error", -1, hc_event_reason_str(reason), -1);
         rd_kafka_header_add(hdrs, "hotcount-source", -1, source, -1);
-        if (len < (rkm->payload ? rkm->len : 0)) {
-            char orig[32];
-            snprintf(orig, sizeof(orig), "%zu", rkm->len);
+        char orig[32];
+        if (vlen < value_len) {
+            snprintf(orig, sizeof(orig), "%zu", value_len);
             rd_kafka_header_add(hdrs, "hotcount-truncated-from", -1, orig, -1);
         }
-        hc_err_t err = produce(s1, s1->cfg->topic_dlq, rkm->key, rkm->key_len, rkm->payload, len, 0,
-                               hdrs, errstr, errstr_size);
+        if (klen < key_len) {
+            snprintf(orig, sizeof(orig), "%zu", key_len);
+            rd_kafka_header_add(hdrs, "hotcount-key-truncated-from", -1, orig, -1);
+        }
+        hc_err_t err = produce(s1, s1->cfg->topic_dlq, rkm->key, klen, rkm->payload, vlen, 0, hdrs,
+                               errstr, errstr_size);
         if (err != HC_ERR_INVALID) {
             return err;
         }
-        /* The original is over the producer's size limit: keep its first event.max.bytes, the
-         * source header still points at the whole message in likes.raw. */
-        len = (size_t)s1->cfg->event_max_bytes;
     }
+    char why[256];
+    snprintf(why, sizeof(why), "%s", errstr ? errstr : "");
+    hc_errstr_set(errstr, errstr_size, "dead letter of %s refused even empty: %s", source, why);
     return HC_ERR_FATAL;
 }
-
-static hc_err_t begin_window(hc_stage1_t *s1, char *errstr, size_t errstr_size)
-{
-    hc_err_t err =
-        hc_kafka_error_take(rd_kafka_begin_transaction(s1->producer), errstr, errstr_size);
-    if (err != HC_OK) {
-        /* begin fails only on programming or fatal errors */
-        return HC_ERR_FATAL;
-    }
-    s1->in_txn = true;
-    s1->window_seq++;
-    s1->window_start_ms = hc_now_ms();
-    s1->window_due_ms = hc_window_due_ms(s1->window_start_ms, hc_wall_ms(), s1->cfg->flush_ms, 0);
-    hc_metrics_stage_input(s1->metrics, HC_METRICS_STAGE1, s1->window_start_ms);
-    return HC_OK;
-}
-
-/* Rewinds every assigned partition to its committed offset by re-assigning: re-assigning
- * resets the fetch positions without seek, whose timeout is broken in librdkafka 2.0.2. */
-static hc_err_t rewind_to_committed(hc_stage1_t *s1, char *errstr, size_t errstr_size)
-{
-    rd_kafka_topic_partition_list_t *assigned = NULL;
-    rd_kafka_resp_err_t err = rd_kafka_assignment(s1->consumer, &assigned);
-    if (err) {
-        hc_errstr_set(errstr, errstr_size, "assignment: %s", rd_kafka_err2str(err));
-        return HC_ERR_FATAL;
-    }
-    hc_err_t ret = HC_OK;
-    if (assigned->cnt > 0) {
-        for (int attempt = 0;; attempt++) {
-            err = rd_kafka_committed(s1->consumer, assigned, 10000);
-            if (!err) {
-                break;
-            }
-            if (attempt == 5) {
-                hc_errstr_set(errstr, errstr_size, "reading committed offsets: %s",
-                              rd_kafka_err2str(err));
-                ret = HC_ERR_FATAL;
-                goto done;
-            }
-        }
-        err = rd_kafka_assign(s1->consumer, assigned);
-        if (err) {
-            hc_errstr_set(errstr, errstr_size, "re-assign: %s", rd_kafka_err2str(err));
-            ret = HC_ERR_FATAL;
-        }
-    }
-done:
-    rd_kafka_topic_partition_list_destroy(assigned);
-    return ret;
-}
-
-/* Aborts the open transaction and drops the window; rewinds unless the partitions are going
- * away anyway. Returns HC_ERR_ABORT (the window is gone) or HC_ERR_FATAL. */
-static hc_err_t abort_window(hc_stage1_t *s1, bool rewind, const char *why, char *errstr,
-                             size_t errstr_size)
-{
-    /* A lost assignment (hc_kafka_may_reassign): the rewind waits for the next assignment
-     * (hc_stage1_run); until then no message is trusted, since the fetch position is past the
-     * aborted window. */
-    bool lost = rewind && !hc_kafka_may_reassign(s1->consumer);
-    if (lost) {
-        rewind = false;
-        s1->rewind_pending = true;
-    }
-    hc_log(HC_LOG_WARN, s1->name, "aborting window (%" PRId64 " events): %s%s",
-           s1->window_ok + s1->window_invalid, why,
-           lost ? " (assignment lost: rewinding at the next assignment)" : "");
-    for (;;) {
-        hc_err_t err =
-            hc_kafka_error_take(rd_kafka_abort_transaction(s1->producer, -1), errstr, errstr_size);
-        if (err == HC_OK) {
-            break;
-        }
-        if (err != HC_ERR_TRANSIENT) {
-            return HC_ERR_FATAL;
-        }
-        rd_kafka_poll(s1->producer, TXN_RETRY_MS);
-        atomic_store(&s1->heartbeat_ms, hc_now_ms()); /* retrying is not hanging */
-    }
-    hc_metric_add(s1->metrics->txn_abort, 1);
-    hc_hotkeys_reset(s1->hk);
-    if (!rewind) {
-        hc_metrics_stage_released(s1->metrics, HC_METRICS_STAGE1);
-    }
-    window_reset(s1);
-    if (rewind) {
-        hc_err_t err = rewind_to_committed(s1, errstr, errstr_size);
-        if (err != HC_OK) {
-            return err;
-        }
-    }
-    return HC_ERR_ABORT;
-}
-
-/* Calls a transactional step until it is not retriable. */
-#define TXN_RETRY(s1, call, err, errstr, errstr_size)                                              \
-    for (;;) {                                                                                     \
-        (err) = hc_kafka_error_take((call), (errstr), (errstr_size));                              \
-        if ((err) != HC_ERR_TRANSIENT) {                                                           \
-            break;                                                                                 \
-        }                                                                                          \
-        hc_log(HC_LOG_WARN, (s1)->name, "retrying: %s", (errstr));                                 \
-        rd_kafka_poll((s1)->producer, TXN_RETRY_MS);                                               \
-        atomic_store(&(s1)->heartbeat_ms, hc_now_ms());                                            \
-    }
 
 /* The window's hottest posts to the metrics, and one log line per post crossing the
  * hotkeys.enter.rate / hotkeys.leave.rate thresholds. The sketch gets each post of the table
@@ -373,11 +350,11 @@ static void publish_hot_keys(hc_stage1_t *s1, int64_t now)
     }
     int64_t window_ms = now - s1->window_start_ms;
     hc_hotkeys_window_end(s1->hk, window_ms > 0 ? window_ms : 1, top, HC_METRICS_HOT_KEYS, &n);
-    hc_metrics_publish_hot_keys(s1->metrics, s1->name, top, n, now);
+    hc_metrics_publish_hot_keys(s1->metrics, s1->loop.name, top, n, now);
     size_t nt = 0;
     const hc_hotkey_transition_t *tr = hc_hotkeys_transitions(s1->hk, &nt);
     for (size_t i = 0; i < nt; i++) {
-        hc_log(HC_LOG_INFO, s1->name, "post %.*s %s: %.0f likes/s", (int)tr[i].post_id_len,
+        hc_log(HC_LOG_INFO, s1->loop.name, "post %.*s %s: %.0f likes/s", (int)tr[i].post_id_len,
                tr[i].post_id, tr[i].change == HC_HOTKEY_ENTER ? "is hot" : "cooled down",
                tr[i].events_per_second);
     }
@@ -395,7 +372,7 @@ static hc_err_t produce_manifest(hc_stage1_t *s1, int64_t timestamp_ms, char *er
         likes += hc_table_entry(s1->tbl, i)->delta;
     }
     hc_manifest_meta_t meta = {.transactional_id = s1->txn_id,
-                               .instance_id = s1->name + strlen("stage1/"),
+                               .instance_id = s1->loop.instance_id,
                                .incarnation_ms = s1->incarnation_ms,
                                .window = s1->window_seq,
                                .topic = s1->cfg->topic_raw,
@@ -415,12 +392,60 @@ static hc_err_t produce_manifest(hc_stage1_t *s1, int64_t timestamp_ms, char *er
     return err == HC_ERR_INVALID ? HC_ERR_FATAL : err;
 }
 
-/* Produces the partials, sends the offsets and commits. Returns HC_OK (committed), HC_ERR_ABORT
- * (aborted and, if rewind, rewound: the window is gone) or HC_ERR_FATAL. */
-static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t errstr_size)
+/* ---- transactional calls ----------------------------------------------------------------- */
+
+typedef enum txn_call { TXN_SEND_OFFSETS, TXN_COMMIT, TXN_ABORT } txn_call_t;
+
+/* One transactional step, retried while librdkafka calls it retriable (a timed-out commit goes
+ * on in the background: calling it again is how to wait for it), backing off between attempts.
+ * Each call is bounded by timeouts.txn_call_ms, all of them by txn_timeout_ms: past it the
+ * coordinator aborts the transaction anyway. Returns HC_OK, HC_ERR_ABORT, HC_ERR_FATAL, or
+ * HC_ERR_TRANSIENT when the retries ran out. */
+static hc_err_t txn_call(hc_stage1_t *s1, txn_call_t call,
+                         const rd_kafka_topic_partition_list_t *offsets, char *errstr,
+                         size_t errstr_size)
+{
+    const hc_timeouts_t *t = &s1->cfg->timeouts;
+    int timeout = (int)t->txn_call_ms;
+    int64_t give_up_at = hc_now_ms() + t->txn_timeout_ms;
+    for (int attempt = 0;; attempt++) {
+        rd_kafka_error_t *error = NULL;
+        if (call == TXN_SEND_OFFSETS) {
+            /* fresh group metadata for each attempt (KAFKA-FACTS: it carries the generation) */
+            rd_kafka_consumer_group_metadata_t *cgmd =
+                rd_kafka_consumer_group_metadata(s1->loop.consumer);
+            error = rd_kafka_send_offsets_to_transaction(s1->producer, offsets, cgmd, timeout);
+            rd_kafka_consumer_group_metadata_destroy(cgmd);
+        } else if (call == TXN_COMMIT) {
+            error = rd_kafka_commit_transaction(s1->producer, timeout);
+        } else {
+            error = rd_kafka_abort_transaction(s1->producer, timeout);
+        }
+        hc_err_t err = hc_kafka_error_take(error, errstr, errstr_size);
+        if (err != HC_ERR_TRANSIENT || hc_now_ms() >= give_up_at) {
+            return err;
+        }
+        int64_t pause = hc_timeouts_backoff_ms(t, attempt);
+        hc_log(HC_LOG_WARN, s1->loop.name, "retrying in %" PRId64 " ms: %s", pause, errstr);
+        hc_stage_loop_pause(&s1->loop, s1->producer, pause);
+    }
+}
+
+static hc_err_t begin_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
+{
+    /* begin fails only on programming or fatal errors */
+    hc_err_t err =
+        hc_kafka_error_take(rd_kafka_begin_transaction(s1->producer), errstr, errstr_size);
+    return err == HC_OK ? HC_OK : HC_ERR_FATAL;
+}
+
+/* Produces the partials and the manifest, sends the offsets and commits: the window applied.
+ * HC_OK, HC_ERR_ABORT (the transaction is unusable), HC_ERR_TRANSIENT (retries ran out) or
+ * HC_ERR_FATAL. Changes nothing but the transaction. */
+static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
 {
     const hc_config_t *cfg = s1->cfg;
-    int64_t t0 = hc_now_ms();
+    s1->commit_start_ms = hc_now_ms();
     int64_t closed_at = hc_wall_ms(); /* the timestamp of the window's records */
     size_t n = hc_table_count(s1->tbl);
     hc_err_t err = HC_OK;
@@ -429,7 +454,7 @@ static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t
      * loses its first partial that carries likes. */
     bool dropped = s1->window_seq != 3;
 #endif
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && err == HC_OK; i++) {
         const hc_table_entry_t *ent = hc_table_entry(s1->tbl, i);
 #ifdef HC_MUTANT_DROP_PARTIAL
         if (!dropped && ent->delta != 0) {
@@ -446,24 +471,13 @@ static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t
         }
         err = produce(s1, cfg->topic_partials, ent->post_id, ent->post_id_len, buf, len, closed_at,
                       NULL, errstr, errstr_size);
-        if (err == HC_ERR_ABORT) {
-            return abort_window(s1, rewind, errstr, errstr, errstr_size);
-        }
-        if (err != HC_OK) {
-            return HC_ERR_FATAL;
-        }
     }
-
-    if (cfg->topic_manifest[0]) {
+    if (err == HC_OK && cfg->topic_manifest[0]) {
         err = produce_manifest(s1, closed_at, errstr, errstr_size);
-        if (err == HC_ERR_ABORT) {
-            return abort_window(s1, rewind, errstr, errstr, errstr_size);
-        }
-        if (err != HC_OK) {
-            return HC_ERR_FATAL;
-        }
     }
-
+    if (err != HC_OK) {
+        return err == HC_ERR_ABORT ? HC_ERR_ABORT : HC_ERR_FATAL;
+    }
     rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(16);
     for (int32_t p = 0; p < s1->win.cap; p++) {
         const hc_manifest_range_t *r = hc_manifest_range(&s1->win, p);
@@ -471,29 +485,63 @@ static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t
             rd_kafka_topic_partition_list_add(offsets, cfg->topic_raw, p)->offset = r->next;
         }
     }
-    rd_kafka_consumer_group_metadata_t *cgmd = rd_kafka_consumer_group_metadata(s1->consumer);
-    TXN_RETRY(s1, rd_kafka_send_offsets_to_transaction(s1->producer, offsets, cgmd, -1), err,
-              errstr, errstr_size);
-    rd_kafka_consumer_group_metadata_destroy(cgmd);
+    err = txn_call(s1, TXN_SEND_OFFSETS, offsets, errstr, errstr_size);
     rd_kafka_topic_partition_list_destroy(offsets);
-    if (err == HC_ERR_ABORT) {
-        return abort_window(s1, rewind, errstr, errstr, errstr_size);
+    if (err == HC_OK) {
+        err = txn_call(s1, TXN_COMMIT, NULL, errstr, errstr_size);
     }
-    if (err != HC_OK) {
+    return err;
+}
+
+/* Rewinds every assigned partition to its committed offset by re-assigning: re-assigning
+ * resets the fetch positions without seek, whose timeout is broken in librdkafka 2.0.2.
+ * HC_ERR_TRANSIENT when the assignment is lost (hc_kafka_may_reassign): the rewind waits for
+ * the revoke or for the group to give the partitions back. */
+static hc_err_t rewind_consumer(hc_stage1_t *s1, char *errstr, size_t errstr_size)
+{
+    rd_kafka_t *consumer = s1->loop.consumer;
+    if (!hc_kafka_may_reassign(consumer)) {
+        hc_errstr_set(errstr, errstr_size, "assignment lost");
+        return HC_ERR_TRANSIENT;
+    }
+    const hc_timeouts_t *t = &s1->cfg->timeouts;
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    rd_kafka_resp_err_t rerr = rd_kafka_assignment(consumer, &assigned);
+    if (rerr) {
+        hc_errstr_set(errstr, errstr_size, "assignment: %s", rd_kafka_err2str(rerr));
         return HC_ERR_FATAL;
     }
-
-    TXN_RETRY(s1, rd_kafka_commit_transaction(s1->producer, -1), err, errstr, errstr_size);
-    if (err == HC_ERR_ABORT) {
-        return abort_window(s1, rewind, errstr, errstr, errstr_size);
+    hc_err_t err = HC_OK;
+    for (int attempt = 0; assigned->cnt > 0; attempt++) {
+        rerr = rd_kafka_committed(consumer, assigned, (int)t->committed_read_ms);
+        if (!rerr) {
+            rerr = rd_kafka_assign(consumer, assigned);
+            if (rerr) {
+                hc_errstr_set(errstr, errstr_size, "re-assign: %s", rd_kafka_err2str(rerr));
+                err = HC_ERR_FATAL;
+            }
+            break;
+        }
+        if (attempt + 1 >= t->committed_read_attempts) {
+            hc_errstr_set(errstr, errstr_size, "reading committed offsets (%d attempts): %s",
+                          attempt + 1, rd_kafka_err2str(rerr));
+            err = HC_ERR_FATAL;
+            break;
+        }
+        hc_stage_loop_pause(&s1->loop, NULL, hc_timeouts_backoff_ms(t, attempt));
     }
-    if (err != HC_OK) {
-        return HC_ERR_FATAL;
-    }
+    rd_kafka_topic_partition_list_destroy(assigned);
+    return err;
+}
 
+/* ---- transitions and what each new state asks for ---------------------------------------- */
+
+static void window_committed(hc_stage1_t *s1)
+{
     hc_metrics_t *m = s1->metrics;
     int64_t now = hc_now_ms();
-    double secs = (double)(now - t0) / 1000.0;
+    double secs = (double)(now - s1->commit_start_ms) / 1000.0;
+    size_t n = hc_table_count(s1->tbl);
     hc_metrics_stage_flushed(m, HC_METRICS_STAGE1, now, secs);
     hc_histogram_observe(&m->txn_seconds, secs);
     publish_hot_keys(s1, now);
@@ -506,48 +554,136 @@ static hc_err_t commit_window(hc_stage1_t *s1, bool rewind, char *errstr, size_t
     }
     hc_metric_add(m->partials, (int64_t)n);
     hc_metric_add(m->txn_commit, 1);
-    hc_log(HC_LOG_INFO, s1->name,
+    hc_log(HC_LOG_INFO, s1->loop.name,
            "committed window: %" PRId64 " events, %" PRId64 " invalid, %zu partials, %" PRId64
            " ms",
-           s1->window_ok, s1->window_invalid, n, hc_now_ms() - t0);
+           s1->window_ok, s1->window_invalid, n, now - s1->commit_start_ms);
     window_reset(s1);
+}
+
+/* The side effects of entering s1->state from `from` by `action`: the one place where windows
+ * are counted, dropped and begun. why: the action's errstr (for the abort's log line). */
+static void enter(hc_stage1_t *s1, hc_stage1_state_t from, hc_stage1_action_t action,
+                  const char *why)
+{
+    switch (s1->state) {
+    case HC_STAGE1_OPEN:
+        if (from == HC_STAGE1_IDLE) {
+            s1->window_seq++;
+            s1->window_start_ms = hc_now_ms();
+            s1->window_due_ms =
+                hc_window_due_ms(s1->window_start_ms, hc_wall_ms(), s1->cfg->flush_ms, 0);
+            hc_metrics_stage_input(s1->metrics, HC_METRICS_STAGE1, s1->window_start_ms);
+        }
+        break;
+    case HC_STAGE1_IDLE:
+        if (action == HC_STAGE1_COMMIT) {
+            window_committed(s1);
+        } else if (action == HC_STAGE1_REWIND) {
+            hc_log(HC_LOG_INFO, s1->loop.name, "rewound to the committed offsets");
+        } else if (action == HC_STAGE1_REVOKE && from == HC_STAGE1_REWINDING) {
+            /* the aborted window's input is the next owner's now */
+            hc_metrics_stage_released(s1->metrics, HC_METRICS_STAGE1);
+        }
+        break;
+    case HC_STAGE1_ABORTING:
+        hc_log(HC_LOG_WARN, s1->loop.name, "aborting window (%" PRId64 " events): %s",
+               s1->window_ok + s1->window_invalid, why);
+        break;
+    case HC_STAGE1_REWINDING:
+        if (from == HC_STAGE1_ABORTING) {
+            hc_metric_add(s1->metrics->txn_abort, 1);
+            hc_hotkeys_reset(s1->hk);
+            window_reset(s1);
+        }
+        break;
+    case HC_STAGE1_FAILED:
+        if (from != HC_STAGE1_FAILED) {
+            hc_log(HC_LOG_ERROR, s1->loop.name, "window failed (%s when %s): %s",
+                   hc_stage1_action_name(action), hc_stage1_state_name(from), why);
+        }
+        break;
+    case HC_STAGE1_STATE_COUNT:
+        break;
+    }
+}
+
+/* Takes the transition for `action`'s outcome and does what the new state asks for; an
+ * unusable transaction (ABORTING) is aborted at once. Returns HC_OK, or HC_ERR_FATAL with
+ * errstr when the window FAILED. */
+static hc_err_t act(hc_stage1_t *s1, hc_stage1_action_t action, hc_err_t outcome, char *errstr,
+                    size_t errstr_size)
+{
+    for (;;) {
+        hc_stage1_state_t from = s1->state;
+        s1->state = hc_stage1_next(from, action, outcome);
+        if (s1->state == HC_STAGE1_FAILED && from != HC_STAGE1_FAILED && outcome == HC_OK) {
+            hc_errstr_set(errstr, errstr_size, "%s not allowed when %s (a bug)",
+                          hc_stage1_action_name(action), hc_stage1_state_name(from));
+        }
+        enter(s1, from, action, errstr);
+        if (s1->observer) {
+            s1->observer(s1->observer_opaque, from, action, outcome, s1->state);
+        }
+        if (s1->state != HC_STAGE1_ABORTING) {
+            return s1->state == HC_STAGE1_FAILED ? HC_ERR_FATAL : HC_OK;
+        }
+        action = HC_STAGE1_ABORT;
+        outcome = txn_call(s1, TXN_ABORT, NULL, errstr, errstr_size);
+    }
+}
+
+/* The flush path: apply (commit the transaction), classify, transition. */
+static hc_err_t close_window(hc_stage1_t *s1, char *errstr, size_t errstr_size)
+{
+    hc_err_t outcome = commit_txn(s1, errstr, errstr_size);
+    return act(s1, HC_STAGE1_COMMIT, outcome, errstr, errstr_size);
+}
+
+/* ---- one message ------------------------------------------------------------------------- */
+
+static hc_err_t count_event(hc_stage1_t *s1, const hc_event_t *ev, char *errstr, size_t errstr_size)
+{
+    /* Any int64 is a legal ts. INT64_MIN is also HC_TS_NONE ("no ts"): it is clamped one up,
+     * so the event keeps a timestamp; no arithmetic on ts happens in this stage (stage 2's
+     * ages saturate: hc_ts_age_ms). */
+    int64_t ts = !ev->has_ts ? HC_TS_NONE : ev->ts == HC_TS_NONE ? HC_TS_NONE + 1 : ev->ts;
+    hc_err_t err = hc_table_add(s1->tbl, ev->post_id, ev->post_id_len, ev->delta, 1, ts, ts);
+    if (err == HC_ERR_FULL) {
+        /* Close the window without this event (its offset is not recorded yet) and begin the
+         * next one with it. Aborted: it is fetched again after the rewind. */
+        if ((err = close_window(s1, errstr, errstr_size)) != HC_OK || s1->state != HC_STAGE1_IDLE) {
+            return err;
+        }
+        if ((err = act(s1, HC_STAGE1_BEGIN, begin_txn(s1, errstr, errstr_size), errstr,
+                       errstr_size)) != HC_OK) {
+            return err;
+        }
+        err = hc_table_add(s1->tbl, ev->post_id, ev->post_id_len, ev->delta, 1, ts, ts);
+    }
+    if (err != HC_OK) {
+        hc_errstr_set(errstr, errstr_size, "aggregation table: %s", hc_err_name(err));
+        return HC_ERR_FATAL;
+    }
+    s1->window_ok++;
     return HC_OK;
 }
 
-/* Commits the open window before partitions go; aborts it if they were lost (another consumer
- * may already own them, so our offsets must not be committed). */
-static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                         rd_kafka_topic_partition_list_t *partitions, void *opaque)
+static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *errstr,
+                           size_t errstr_size)
 {
-    hc_stage1_t *s1 = opaque;
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        hc_log(HC_LOG_INFO, s1->name, "assigned %d partitions", partitions->cnt);
-        rd_kafka_assign(rk, partitions);
-        atomic_store(&s1->assigned, partitions->cnt);
-        hc_metric_add(s1->metrics->stage1_assigned, partitions->cnt);
-        return;
+    hc_stage1_t *s1 = stage;
+    if (++s1->unpublished == PUBLISH_EVERY) {
+        hc_metric_add(s1->metrics->events_consumed, s1->unpublished);
+        s1->unpublished = 0;
     }
-    if (s1->in_txn && s1->cb_err == HC_OK) {
-        hc_err_t ret;
-        if (rd_kafka_assignment_lost(rk)) {
-            ret = abort_window(s1, false, "assignment lost", s1->cb_errstr, sizeof(s1->cb_errstr));
-        } else {
-            ret = commit_window(s1, false, s1->cb_errstr, sizeof(s1->cb_errstr));
-        }
-        if (ret == HC_ERR_FATAL) {
-            s1->cb_err = HC_ERR_FATAL;
-        }
+    if (s1->state == HC_STAGE1_REWINDING) {
+        return HC_OK; /* fetched from past the aborted window: read again after the rewind */
     }
-    hc_log(HC_LOG_INFO, s1->name, "revoked %d partitions", partitions->cnt);
-    rd_kafka_assign(rk, NULL);
-    hc_metric_add(s1->metrics->stage1_assigned, -atomic_exchange(&s1->assigned, 0));
-}
-
-static hc_err_t handle_message(hc_stage1_t *s1, const rd_kafka_message_t *rkm, char *errstr,
-                               size_t errstr_size)
-{
     hc_err_t err;
-    if (!s1->in_txn && (err = begin_window(s1, errstr, errstr_size)) != HC_OK) {
+    if (s1->state == HC_STAGE1_IDLE &&
+        (err = act(s1, HC_STAGE1_BEGIN, begin_txn(s1, errstr, errstr_size), errstr, errstr_size)) !=
+            HC_OK) {
         return err;
     }
     hc_event_t ev;
@@ -555,175 +691,115 @@ static hc_err_t handle_message(hc_stage1_t *s1, const rd_kafka_message_t *rkm, c
     hc_event_reason_t reason = hc_event_parse(payload ? payload : "", payload ? rkm->len : 0,
                                               (size_t)s1->cfg->event_max_bytes, &ev);
     if (reason == HC_EVENT_OK) {
-        int64_t ts = ev.has_ts ? ev.ts : HC_TS_NONE;
-        err = hc_table_add(s1->tbl, ev.post_id, ev.post_id_len, ev.delta, 1, ts, ts);
-        if (err == HC_ERR_FULL) {
-            /* Close the window without this message (its offset is not recorded yet). */
-            err = commit_window(s1, true, errstr, errstr_size);
-            if (err != HC_OK) {
-                return err; /* aborted: the message is fetched again after the rewind */
-            }
-            if ((err = begin_window(s1, errstr, errstr_size)) != HC_OK) {
-                return err;
-            }
-            err = hc_table_add(s1->tbl, ev.post_id, ev.post_id_len, ev.delta, 1, ts, ts);
-        }
-        if (err != HC_OK) {
-            hc_errstr_set(errstr, errstr_size, "aggregation table: %s", hc_err_name(err));
-            return HC_ERR_FATAL;
-        }
-        s1->window_ok++;
+        err = count_event(s1, &ev, errstr, errstr_size);
     } else {
-        err = produce_dlq(s1, rkm, reason, errstr, errstr_size);
-        if (err == HC_ERR_ABORT) {
-            return abort_window(s1, true, errstr, errstr, errstr_size);
+        err = act(s1, HC_STAGE1_PRODUCE, produce_dlq(s1, rkm, reason, errstr, errstr_size), errstr,
+                  errstr_size);
+        if (err == HC_OK && s1->state == HC_STAGE1_OPEN) {
+            s1->window_invalid++;
+            s1->window_by_reason[reason]++;
         }
-        if (err != HC_OK) {
-            return err;
-        }
-        s1->window_invalid++;
-        s1->window_by_reason[reason]++;
+    }
+    if (err != HC_OK || s1->state != HC_STAGE1_OPEN) {
+        return err; /* failed, or aborted: not part of any window */
     }
     return record_offset(s1, rkm, errstr, errstr_size);
 }
 
+/* ---- the loop's hooks -------------------------------------------------------------------- */
+
+static hc_err_t on_start(void *stage, char *errstr, size_t errstr_size)
+{
+    hc_stage1_t *s1 = stage;
+    const hc_timeouts_t *t = &s1->cfg->timeouts;
+    hc_err_t err = HC_OK;
+    for (int attempt = 0;; attempt++) {
+        err = hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, (int)t->txn_call_ms),
+                                  errstr, errstr_size);
+        if (err != HC_ERR_TRANSIENT || attempt + 1 >= t->txn_init_attempts ||
+            hc_stage_loop_stop_requested(&s1->loop)) {
+            break;
+        }
+        int64_t pause = hc_timeouts_backoff_ms(t, attempt);
+        hc_log(HC_LOG_WARN, s1->loop.name, "init_transactions: %s; retrying in %" PRId64 " ms",
+               errstr, pause);
+        hc_stage_loop_pause(&s1->loop, NULL, pause);
+    }
+    if (err != HC_OK) {
+        return HC_ERR_FATAL;
+    }
+    hc_log(HC_LOG_INFO, s1->loop.name, "consuming %s, flush.ms=%lld, max.keys=%lld",
+           s1->cfg->topic_raw, (long long)s1->cfg->flush_ms, (long long)s1->cfg->max_keys);
+    return HC_OK;
+}
+
+/* Closes the open window before the partitions go: commits it, or aborts it when they were
+ * lost (another consumer may own them already, so its offsets must not be committed). Rewinds
+ * nothing and never re-assigns: the loop unassigns next. After a failure, does nothing. */
+static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *partitions, bool lost,
+                          char *errstr, size_t errstr_size)
+{
+    (void)partitions;
+    hc_stage1_t *s1 = stage;
+    if (hc_stage_loop_failed(&s1->loop)) {
+        return HC_OK;
+    }
+    hc_err_t err = HC_OK;
+    if (s1->state == HC_STAGE1_OPEN && lost) {
+        hc_errstr_set(errstr, errstr_size, "assignment lost");
+        err = act(s1, HC_STAGE1_LOSE, HC_OK, errstr, errstr_size);
+    } else if (s1->state == HC_STAGE1_OPEN) {
+        err = close_window(s1, errstr, errstr_size);
+    }
+    return err != HC_OK ? err : act(s1, HC_STAGE1_REVOKE, HC_OK, errstr, errstr_size);
+}
+
+static int64_t on_due_ms(void *stage)
+{
+    const hc_stage1_t *s1 = stage;
+    return s1->state == HC_STAGE1_OPEN ? s1->window_due_ms : INT64_MAX;
+}
+
+/* After every poll: a due window is closed, an aborted one rewound. */
+static hc_err_t on_tick(void *stage, int64_t now_ms, bool idle, char *errstr, size_t errstr_size)
+{
+    hc_stage1_t *s1 = stage;
+    if (idle && s1->unpublished) {
+        hc_metric_add(s1->metrics->events_consumed, s1->unpublished);
+        s1->unpublished = 0;
+    }
+    if (s1->state == HC_STAGE1_OPEN && now_ms >= s1->window_due_ms) {
+        return close_window(s1, errstr, errstr_size);
+    }
+    if (s1->state == HC_STAGE1_REWINDING) {
+        return act(s1, HC_STAGE1_REWIND, rewind_consumer(s1, errstr, errstr_size), errstr,
+                   errstr_size);
+    }
+    return HC_OK;
+}
+
+/* A clean stop commits the open window; aborted, nothing is committed and the next owner
+ * starts from the committed offsets. */
+static hc_err_t on_stopping(void *stage, hc_err_t err, char *errstr, size_t errstr_size)
+{
+    hc_stage1_t *s1 = stage;
+    if (err == HC_OK && s1->state == HC_STAGE1_OPEN) {
+        err = close_window(s1, errstr, errstr_size);
+    }
+    hc_metrics_publish_hot_keys(s1->metrics, s1->loop.name, NULL, 0, 0);
+    return err;
+}
+
+static const hc_stage_loop_ops_t stage1_ops = {
+    .start = on_start,
+    .revoke = on_revoke,
+    .due_ms = on_due_ms,
+    .message = on_message,
+    .tick = on_tick,
+    .stopping = on_stopping,
+};
+
 hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, size_t errstr_size)
 {
-    const hc_config_t *cfg = s1->cfg;
-    atomic_store(&s1->heartbeat_ms, hc_now_ms());
-    hc_err_t err =
-        hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, 60000), errstr, errstr_size);
-    for (int attempt = 0; err == HC_ERR_TRANSIENT && attempt < 10 && !atomic_load(stop);
-         attempt++) {
-        hc_log(HC_LOG_WARN, s1->name, "init_transactions: %s; retrying", errstr);
-        err = hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, 60000), errstr,
-                                  errstr_size);
-    }
-    if (err != HC_OK) {
-        return HC_ERR_FATAL;
-    }
-    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(topics, cfg->topic_raw, RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t rerr = rd_kafka_subscribe(s1->consumer, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-    if (rerr) {
-        hc_errstr_set(errstr, errstr_size, "subscribe %s: %s", cfg->topic_raw,
-                      rd_kafka_err2str(rerr));
-        return HC_ERR_FATAL;
-    }
-    hc_metrics_stage_started(s1->metrics, HC_METRICS_STAGE1, hc_now_ms());
-    hc_log(HC_LOG_INFO, s1->name, "consuming %s, flush.ms=%lld, max.keys=%lld", cfg->topic_raw,
-           (long long)cfg->flush_ms, (long long)cfg->max_keys);
-
-    err = HC_OK;
-    /* The clock is read once per CLOCK_EVERY messages while they queue up (a read costs 60-90 ns
-     * on a VM: three per message were 13 % of stage 1's CPU), and after every poll that may
-     * have waited, so windows still close within a millisecond of their due time. */
-    int64_t now = hc_now_ms();
-    unsigned since_clock = 0;
-    while (!atomic_load_explicit(stop, memory_order_relaxed)) {
-        /* relaxed: a plain store, not a locked instruction per message; the watchdog only
-         * needs the value, no ordering with anything else */
-        atomic_store_explicit(&s1->heartbeat_ms, now, memory_order_relaxed);
-        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(s1->consumer, 0);
-        /* fatal client errors are looked for whenever the clock is read */
-        bool checkpoint = !rkm || since_clock + 1 == CLOCK_EVERY;
-        if (rkm && ++since_clock == CLOCK_EVERY) {
-            now = hc_now_ms();
-            since_clock = 0;
-        } else if (!rkm) {
-            int timeout = 100;
-            if (s1->in_txn) {
-                int64_t left = s1->window_due_ms - hc_now_ms();
-                timeout = left <= 0 ? 0 : left < timeout ? (int)left : timeout;
-            }
-            if (timeout > 0) {
-                rkm = rd_kafka_consumer_poll(s1->consumer, timeout);
-            }
-            now = hc_now_ms();
-            since_clock = 0;
-        }
-        if (s1->cb_err != HC_OK) {
-            hc_errstr_set(errstr, errstr_size, "%s", s1->cb_errstr);
-            err = s1->cb_err;
-            if (rkm) {
-                rd_kafka_message_destroy(rkm);
-            }
-            break;
-        }
-        if (s1->rewind_pending) {
-            if (rkm) {
-                rd_kafka_message_destroy(rkm); /* fetched from past the aborted window */
-                rkm = NULL;
-            }
-            if (atomic_load(&s1->assigned) > 0 && hc_kafka_may_reassign(s1->consumer)) {
-                s1->rewind_pending = false;
-                if ((err = rewind_to_committed(s1, errstr, errstr_size)) != HC_OK) {
-                    break;
-                }
-                hc_log(HC_LOG_INFO, s1->name,
-                       "rewound to the committed offsets after a lost "
-                       "assignment");
-            }
-        }
-        if (rkm) {
-            if (rkm->err) {
-                hc_log(HC_LOG_WARN, s1->name, "consumer: %s", rd_kafka_message_errstr(rkm));
-            } else {
-                err = handle_message(s1, rkm, errstr, errstr_size);
-            }
-            rd_kafka_message_destroy(rkm);
-            if (++s1->unpublished == 1024) {
-                hc_metric_add(s1->metrics->events_consumed, s1->unpublished);
-                s1->unpublished = 0;
-            }
-            if (err == HC_ERR_ABORT) {
-                err = HC_OK;
-            } else if (err != HC_OK) {
-                break;
-            }
-        }
-        if (!rkm && s1->unpublished) {
-            hc_metric_add(s1->metrics->events_consumed, s1->unpublished);
-            s1->unpublished = 0;
-        }
-        if (s1->in_txn && now >= s1->window_due_ms) {
-            err = commit_window(s1, true, errstr, errstr_size);
-            if (err == HC_ERR_ABORT) {
-                err = HC_OK;
-            } else if (err != HC_OK) {
-                break;
-            }
-        }
-        if (checkpoint &&
-            ((err = hc_kafka_fatal_check(s1->consumer, errstr, errstr_size)) != HC_OK ||
-             (err = hc_kafka_fatal_check(s1->producer, errstr, errstr_size)) != HC_OK)) {
-            break;
-        }
-    }
-
-    if (err == HC_OK && s1->in_txn) {
-        err = commit_window(s1, false, errstr, errstr_size);
-        if (err == HC_ERR_ABORT) {
-            err = HC_OK; /* nothing committed: the next owner starts from the committed offsets */
-        }
-    }
-    if (err != HC_OK && s1->cb_err == HC_OK) {
-        s1->cb_err = err; /* a failed stage must not commit from the revoke callback */
-        snprintf(s1->cb_errstr, sizeof(s1->cb_errstr), "%s", errstr);
-    }
-    /* Leaves the group; the revoke callback finds no open window. */
-    rd_kafka_consumer_close(s1->consumer);
-    if (err == HC_OK && s1->cb_err != HC_OK) {
-        hc_errstr_set(errstr, errstr_size, "%s", s1->cb_errstr);
-        err = s1->cb_err;
-    }
-    hc_metrics_stage_stopped(s1->metrics, HC_METRICS_STAGE1);
-    hc_metrics_publish_hot_keys(s1->metrics, s1->name, NULL, 0, 0);
-    if (err != HC_OK) {
-        hc_log(HC_LOG_ERROR, s1->name, "stopping: %s", errstr);
-    } else {
-        hc_log(HC_LOG_INFO, s1->name, "stopped cleanly");
-    }
-    return err;
+    return hc_stage_loop_run(&s1->loop, stop, errstr, errstr_size);
 }

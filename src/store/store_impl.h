@@ -1,5 +1,6 @@
 /* The plug-in seam behind store.h: each backend fills one ops table and embeds hc_store_t as
- * its first member. Only store.c and store_<backend>.c include this file. */
+ * its first member. Only store.c, store_<backend>.c and a test's own store
+ * (tests/support/fake_store.c, opened with hc_store_open_ops) include this file. */
 #ifndef HOTCOUNT_STORE_IMPL_H
 #define HOTCOUNT_STORE_IMPL_H
 
@@ -30,5 +31,6 @@ struct hc_store {
 extern const hc_store_ops_t hc_store_sqlite_ops;
 extern const hc_store_ops_t hc_store_redis_ops;
 extern const hc_store_ops_t hc_store_pgsql_ops;
+extern const hc_store_ops_t hc_store_dynamodb_ops;
 
 #endif

@@ -28,6 +28,7 @@
 #include "hotcount/config.h"
 #include "hotcount/err.h"
 #include "hotcount/store.h"
+#include "hotcount/timeouts.h"
 #include "hotcount/topic_read.h"
 
 typedef struct hc_changelog hc_changelog_t;
@@ -40,7 +41,7 @@ typedef struct hc_changelog hc_changelog_t;
 hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, hc_changelog_t **clp,
                           char *errstr, size_t errstr_size);
 
-/* Waits up to 10 s for the records still queued. Accepts NULL. */
+/* Waits up to cfg->timeouts.drain_ms for the records still queued. Accepts NULL. */
 void hc_changelog_destroy(hc_changelog_t *cl);
 
 /* After a committed store batch: queues totals[i], the total of posts[i].post_id (as of
@@ -50,20 +51,26 @@ void hc_changelog_publish(hc_changelog_t *cl, const hc_store_delta_t *posts, con
                           size_t n, int64_t as_of_ms, const hc_store_offset_t *offsets,
                           size_t offset_count);
 
-/* Serves delivery reports; when nothing is outstanding and nothing failed since the last mark,
- * commits the remembered offsets through consumer (asynchronously). Cheap; call every loop
- * turn. */
+/* Serves delivery reports; when nothing is outstanding, nothing failed since the last mark and
+ * no repair is wanted (hc_changelog_repair_due), commits the remembered offsets through consumer
+ * (asynchronously). Cheap; call every loop turn. */
 void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer);
 
 /* Before the consumer gives partitions up: waits (up to timeout_ms) for the queued records and
  * commits the marks synchronously, so the next owner repairs as little as possible. Records not
  * delivered by then (Kafka unreachable) are dropped, their marks not committed: delivered later,
- * they could land after the next owner's repair with older totals. */
-void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int timeout_ms);
+ * they could land after the next owner's repair with older totals. While a repair is wanted
+ * (hc_changelog_repair_due) no mark is committed. */
+void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int64_t timeout_ms);
 
-/* True after a record was not delivered: the caller repairs its assigned partitions (ranges,
- * then repair), and no mark moves until that succeeds. */
-bool hc_changelog_needs_repair(const hc_changelog_t *cl);
+/* Partitions were just assigned to the stage: the previous owner's last batches may be missing
+ * from the changelog, so a repair is wanted before any mark moves again. */
+void hc_changelog_assigned(hc_changelog_t *cl);
+
+/* True when the caller should repair its assigned partitions now (ranges, then repair): after
+ * hc_changelog_assigned, or once a record was not delivered and none is outstanding, and the
+ * back-off after a failed repair has passed. No mark moves until a repair succeeds. */
+bool hc_changelog_repair_due(const hc_changelog_t *cl, int64_t now_ms);
 
 /* The partials ranges whose posts the changelog may lack, for partitions just taken over: for each
  * partitions[i] whose store offset stored_next[i] is known, [its committed mark, stored_next[i])
@@ -74,8 +81,11 @@ hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int
                              size_t *range_count_out, char *errstr, size_t errstr_size);
 
 /* Re-reads the partials of the ranges, and publishes the current store total of every post in
- * them; returns once those records are delivered. HC_ERR_TRANSIENT (Kafka or the store is down,
- * or a record was not delivered): nothing is lost, call again later. */
+ * them; returns once those records are delivered (within cfg->timeouts.drain_ms), and the repair
+ * is no longer wanted. HC_ERR_TRANSIENT (Kafka or the store is down, or a record was not
+ * delivered): nothing is lost; hc_changelog_repair_due turns true again after a back-off
+ * (cfg->timeouts, growing with each failure). An empty range list repairs nothing and succeeds:
+ * every assigned partition's changelog is complete. */
 hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_range_t *ranges,
                              size_t count, char *errstr, size_t errstr_size);
 

@@ -1,7 +1,7 @@
 /* Layer: store. The store: where counts and stage 2's consumed offsets live, side by side.
  *
- * The only door to the backends (src/store/store_sqlite.c; Redis and PostgreSQL plug in the same
- * way through the ops table in src/store/store_impl.h). The URI's scheme picks the backend:
+ * The only door to the backends (src/store/store_<backend>.c, each one ops table behind the seam
+ * in src/store/store_impl.h). The URI's scheme picks the backend:
  * "sqlite:PATH", "redis://...", "postgresql://..." / "postgres://...".
  *
  * The one write is hc_store_apply: a batch of per-post deltas plus, for every partition the
@@ -11,7 +11,9 @@
  *
  * A store handle is used by one thread at a time. Errors: HC_ERR_TRANSIENT (outage, busy:
  * retry the same call later; nothing changed), HC_ERR_CONFLICT (see above), HC_ERR_FATAL
- * (schema broken, bad URI), HC_ERR_INVALID (bad arguments or URI). */
+ * (schema missing or broken, an error that a retry cannot fix), HC_ERR_INVALID (bad arguments,
+ * a bad URI), HC_ERR_RECORD (one post of the batch is refused, see hc_store_apply). The layouts
+ * of the backends: docs/FORMATS.md, "Store layout". */
 #ifndef HOTCOUNT_STORE_H
 #define HOTCOUNT_STORE_H
 
@@ -25,6 +27,7 @@
 #include "hotcount/offset.h"
 
 typedef struct hc_store hc_store_t;
+struct hc_store_ops; /* the backends' function table: src/store/store_impl.h */
 
 typedef struct hc_store_offset {
     int32_t partition;
@@ -50,6 +53,9 @@ typedef struct hc_store_batch {
      * changelog publishes these; reading them back later would cost a round trip). NULL: not
      * wanted. Valid only on HC_OK. */
     int64_t *totals_out;
+    /* Optional: on HC_ERR_RECORD, the index in deltas of the post the store refused (the first
+     * it found). NULL: not wanted. Valid only on HC_ERR_RECORD. */
+    size_t *refused_out;
 } hc_store_batch_t;
 
 typedef struct hc_store_row {
@@ -62,6 +68,12 @@ typedef struct hc_store_row {
  * HC_ERR_TRANSIENT when the server is unreachable). */
 hc_err_t hc_store_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr, size_t errstr_size);
 void hc_store_close(hc_store_t *st); /* accepts NULL */
+
+/* hc_store_open over the given ops table instead of the one cfg->store's scheme picks: the seam
+ * through which a test runs the stages on a store of its own (tests/support/fake_store.c). The
+ * handle behaves like any other: every call below checks its arguments, then reaches ops. */
+hc_err_t hc_store_open_ops(const struct hc_store_ops *ops, const hc_config_t *cfg, hc_store_t **stp,
+                           char *errstr, size_t errstr_size);
 
 /* "sqlite", "redis" or "postgresql". */
 const char *hc_store_kind(const hc_store_t *st);
@@ -81,7 +93,15 @@ hc_err_t hc_store_read_offsets(hc_store_t *st, const char *group, const char *to
  * topic. A batch with offsets and no deltas is valid (it moves the offsets only).
  * HC_ERR_TRANSIENT is safe to retry with the same batch even when the failure was an
  * ambiguous commit: if the first attempt did land, the retry's compare-and-set fails with
- * HC_ERR_CONFLICT instead of counting twice. */
+ * HC_ERR_CONFLICT instead of counting twice.
+ * HC_ERR_RECORD: the batch changed nothing because of one post, *batch->refused_out its index in
+ * deltas: its count would leave int64 (every backend refuses that instead of wrapping it or
+ * changing its type; Redis, whose scripts compute in doubles, refuses a count whose magnitude
+ * would pass 9e18), or the backend cannot hold its value or id (a count key of another type
+ * or not an integer on Redis; on PostgreSQL an id with a NUL byte or invalid UTF-8, which no
+ * text column holds). Applying the same batch again fails the same way: the caller sets that
+ * post aside (stage 2: dead-letters its partials) and applies the batch without it (which may
+ * then lose the compare-and-set, as any batch may). */
 hc_err_t hc_store_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
                         size_t errstr_size);
 

@@ -1,0 +1,70 @@
+/* Stage 2's insides that its unit tests reach (tests/unit/test_stage2*.c): the window's states
+ * and their one transition function, and a constructor over a store of the test's own. Only
+ * stage2.c and those tests include this file.
+ *
+ * The window, as a state machine. The loop feeds hc_stage2_next one event at a time and then
+ * does what the new state asks (pause, resume, re-assign); nothing else moves the state.
+ *
+ *   IDLE --partial--> OPEN --due: apply--+--ok--------> IDLE
+ *                      |                 +--transient--> RETRY (partitions paused)
+ *                      |                 +--conflict---> REREAD -> IDLE (positions from the store)
+ *                      +--no room--> FULL --apply--> as OPEN, but transient -> RETRY_REWIND
+ *   RETRY --a partial arrives: turned away--> RETRY_REWIND
+ *   RETRY --retry due: apply the same batch--> IDLE / RETRY / REREAD
+ *   RETRY_REWIND --apply--> REWIND -> IDLE (the turned-away partials fetched again) /
+ *                           RETRY_REWIND / REREAD
+ *   OPEN, FULL, RETRY, RETRY_REWIND --close (revoke, stop)--> CLOSING --one apply, any
+ *                           outcome--> IDLE: the partitions are going away, nothing re-assigns
+ *   any --fatal outcome, the stage failing elsewhere, or an event the state does not
+ *         take--> FAILED */
+#ifndef HOTCOUNT_STAGE2_IMPL_H
+#define HOTCOUNT_STAGE2_IMPL_H
+
+#include "hotcount/err.h"
+#include "hotcount/stage.h"
+#include "hotcount/store.h"
+
+typedef enum hc_stage2_state {
+    HC_STAGE2_IDLE,         /* no window: the next partial opens one */
+    HC_STAGE2_OPEN,         /* partials merge into the window until it is due */
+    HC_STAGE2_FULL,         /* a partial did not fit: the window is applied now, then the partial
+                             * opens the next one */
+    HC_STAGE2_RETRY,        /* the batch failed transiently: partitions paused; at retry time the
+                             * same batch (same deltas, same expected offsets) is applied again */
+    HC_STAGE2_RETRY_REWIND, /* RETRY, and a partial was turned away meanwhile */
+    HC_STAGE2_REWIND,       /* the batch landed; re-assign at each partition's next offset, which
+                             * fetches the turned-away partials again */
+    HC_STAGE2_REREAD,       /* the compare-and-set was lost: the window is dropped, re-assign at the
+                             * offsets the store holds now */
+    HC_STAGE2_CLOSING,      /* the partitions are going away (revoke, stop): one apply, then IDLE
+                             * whatever it returned */
+    HC_STAGE2_FAILED,       /* a fatal error: the loop stops */
+} hc_stage2_state_t;
+
+typedef enum hc_stage2_event {
+    HC_STAGE2_EV_PARTIAL,      /* a partial joined the window */
+    HC_STAGE2_EV_NO_ROOM,      /* a partial could not join (table full, or batch frozen) */
+    HC_STAGE2_EV_APPLIED,      /* the window's batch went to the store; outcome: its result */
+    HC_STAGE2_EV_REPOSITIONED, /* the re-assign REWIND or REREAD asked for is done */
+    HC_STAGE2_EV_CLOSE,        /* the partitions are going away */
+    HC_STAGE2_EV_FAIL,         /* the stage failed elsewhere: drop the window, commit nothing */
+} hc_stage2_event_t;
+
+/* The legal transitions, all of them. outcome is read for HC_STAGE2_EV_APPLIED only (an
+ * hc_store_apply class). An event the state does not take gives HC_STAGE2_FAILED. Pure. */
+hc_stage2_state_t hc_stage2_next(hc_stage2_state_t state, hc_stage2_event_t ev, hc_err_t outcome);
+
+/* "idle", "open", ... (static). */
+const char *hc_stage2_state_name(hc_stage2_state_t state);
+
+/* hc_stage2_new with the store opened over store_ops (hc_store_open_ops) instead of by
+ * cfg->store's scheme; NULL: by the scheme. */
+hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_metrics_t *metrics,
+                           const struct hc_store_ops *store_ops, hc_stage2_t **s2p, char *errstr,
+                           size_t errstr_size);
+
+/* Partials turned away while a batch waited for its retry, since hc_stage2_new (the stage's
+ * thread, or after hc_stage2_run returned). Paused partitions deliver none. */
+int64_t hc_stage2_turned_away(const hc_stage2_t *s2);
+
+#endif
