@@ -7,8 +7,8 @@
  *     and determinism;
  * and then
  *   - checked for event.h's invariants on every HC_EVENT_OK: post_id of 1..256 bytes, NUL-
- *     terminated, without control bytes, well-formed UTF-8; delta +1 or -1; user_id of at most
- *     256 bytes, NUL-terminated, empty unless has_user_id;
+ *     terminated, without control characters (C0, DEL, C1), well-formed UTF-8; delta +1 or
+ *     -1; user_id of at most 256 bytes, NUL-terminated, empty unless has_user_id;
  *   - compared with the jansson reference (tests/support/event_ref.c) through the same check and
  *     divergence classifier (D1..D5, tests/support/event_divergence.c) as the unit test's
  *     differential run: the verdict, the reason whenever jansson loads the text, and every field
@@ -136,6 +136,10 @@ static const char *event_invariant_broken(const hc_event_t *ev)
         unsigned char c = (unsigned char)ev->post_id[i];
         if (c < 0x20 || c == 0x7f) {
             return "control byte in post_id";
+        }
+        if (c == 0xc2 && i + 1 < ev->post_id_len && (unsigned char)ev->post_id[i + 1] >= 0x80 &&
+            (unsigned char)ev->post_id[i + 1] <= 0x9f) {
+            return "C1 control (U+0080..U+009F) in post_id";
         }
     }
     if (!is_utf8((const unsigned char *)ev->post_id, ev->post_id_len)) {

@@ -43,8 +43,12 @@ seed("ok-post-id-256-escapes", '{"post_id":"' + "\\u0041" * 256 + '"}')
 seed("ok-post-id-128-two-byte-chars", '{"post_id":"' + "\u00e9" * 128 + '"}')
 seed("ok-post-id-escapes", '{"post_id":"p\\u0031\\"x\\\\y\\/z\\u00e9\\u20AC\\ud83d\\ude00"}')
 seed("ok-post-id-utf8", '{"post_id":"caf\u00e9 \U0001F44D"}')
-seed("ok-utf8-boundaries", '{"post_id":"\u0080\u07ff\u0800\ud7ff\ue000\uffff\U00010000'
+seed("ok-utf8-boundaries", '{"post_id":"\u00a0\u07ff\u0800\ud7ff\ue000\uffff\U00010000'
      '\U0010ffff"}')
+# C1 controls U+0080..U+009F are control characters (post_id_control_char), raw or escaped
+seed("post-id-c1-raw-80", '{"post_id":"\u0080"}')
+seed("post-id-c1-raw-9b", '{"post_id":"a\u009b[31m"}')
+seed("post-id-c1-escaped-85", '{"post_id":"\\u0085"}')
 seed("ok-user-id-negative-int", '{"post_id":"p","user_id":-12345}')
 seed("ok-user-id-minus-zero-d3", '{"post_id":"p","user_id":-0}')
 seed("ok-user-id-huge-int-d1", '{"post_id":"p","user_id":123456789012345678901234567890}')

@@ -1,4 +1,10 @@
-/* get and top: reading counts from the store. */
+/* get and top: reading counts from the store.
+ *
+ * Text and TSV output escape what hotcount did not make: a post id comes from any producer, and
+ * printed raw its bytes could forge TSV rows (a TAB or newline) or drive the terminal (ESC, CSI
+ * U+009B). In a post id printed as text, a backslash is written \\ and each byte of a C0 control
+ * (< 0x20), DEL (0x7f), a C1 control (U+0080..U+009F, bytes C2 80..C2 9F) or invalid UTF-8 as
+ * \xNN (two lowercase hex digits); every other byte as is. --json output is escaped by JSON. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -8,6 +14,7 @@
 
 #include "cli.h"
 #include "cmds.h"
+#include "escape.h"
 #include "hotcount/clock.h"
 #include "hotcount/hotkeys_scrape.h"
 #include "hotcount/store.h"
@@ -23,6 +30,15 @@ static hc_store_t *open_store(const hc_cli_t *cli, int *status)
         *status = err == HC_ERR_INVALID ? HC_EXIT_USAGE : HC_EXIT_FAILED;
     }
     return st;
+}
+
+#define ESCAPED_MAX (4 * HC_POST_ID_MAX + 1)
+
+/* s[0..len) escaped (escape.h) into out (ESCAPED_MAX bytes); a post id longer than
+ * HC_POST_ID_MAX is cut there. */
+static const char *escaped(const char *s, size_t len, char *out)
+{
+    return hc_cli_escape(s, len > HC_POST_ID_MAX ? HC_POST_ID_MAX : len, out, ESCAPED_MAX);
 }
 
 static void print_json_row(const char *post_id, size_t len, int64_t likes)
@@ -53,7 +69,8 @@ static bool print_row(const char *post_id, size_t len, int64_t likes, void *opaq
     if (*(const bool *)opaque) {
         print_json_row(post_id, len, likes);
     } else {
-        printf("%.*s\t%" PRId64 "\n", (int)len, post_id, likes);
+        char esc[ESCAPED_MAX];
+        printf("%s\t%" PRId64 "\n", escaped(post_id, len, esc), likes);
     }
     return true;
 }
@@ -153,8 +170,9 @@ static int hot_keys_live(const char *from, size_t n, double interval, uint64_t i
                "last window, every %.1f s\n\n%4s  %-24s %12s\n",
                from, interval, "#", "post", "likes/s");
         for (size_t i = 0; i < count; i++) {
-            printf("%4zu  %-24.*s %12.0f\n", i + 1, (int)keys[i].post_id_len, keys[i].post_id,
-                   keys[i].events_per_second);
+            char esc[ESCAPED_MAX];
+            printf("%4zu  %-24s %12.0f\n", i + 1,
+                   escaped(keys[i].post_id, keys[i].post_id_len, esc), keys[i].events_per_second);
         }
         fflush(stdout);
     }
@@ -201,10 +219,12 @@ static int top_live(hc_store_t *st, size_t n, double interval, uint64_t iteratio
             const hc_table_entry_t *was = hc_table_find(prev, rows[i].post_id, rows[i].post_id_len);
             char rate[32] = "-";
             if (was && dt > 0) {
-                snprintf(rate, sizeof(rate), "%.0f", (double)(rows[i].likes - was->delta) / dt);
+                snprintf(rate, sizeof(rate), "%.0f",
+                         ((double)rows[i].likes - (double)was->delta) / dt);
             }
-            printf("%4zu  %-24.*s %12" PRId64 " %12s\n", i + 1, (int)rows[i].post_id_len,
-                   rows[i].post_id, rows[i].likes, rate);
+            char esc[ESCAPED_MAX];
+            printf("%4zu  %-24s %12" PRId64 " %12s\n", i + 1,
+                   escaped(rows[i].post_id, rows[i].post_id_len, esc), rows[i].likes, rate);
             hc_table_add(next, rows[i].post_id, rows[i].post_id_len, rows[i].likes, 1, HC_TS_NONE,
                          HC_TS_NONE);
         }

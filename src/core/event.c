@@ -989,6 +989,21 @@ static enum field field_of(const struct span *key)
     return F_UNKNOWN;
 }
 
+/* A C1 control (U+0080..U+009F) in valid UTF-8: the two bytes C2 80..C2 9F. 0xC2 is never a
+ * continuation byte, so a match is always a whole character. memchr keeps ASCII ids fast. */
+static bool has_c1_control(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *end = p + n;
+    while ((p = memchr(p, 0xc2, (size_t)(end - p))) != NULL) {
+        if (p + 1 < end && p[1] >= 0x80 && p[1] <= 0x9f) {
+            return true;
+        }
+        p++;
+    }
+    return false;
+}
+
 static bool has_control_byte(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -1024,9 +1039,11 @@ static hc_event_reason_t parse_post_id(struct scan *sc, hc_event_t *ev, hc_event
             *fr = HC_EVENT_EMPTY_POST_ID;
         } else if (n > HC_POST_ID_MAX) {
             *fr = HC_EVENT_POST_ID_TOO_LONG;
-        } else if (sp.escaped ? has_control_byte(ev->post_id, n)
-                              : memchr(ev->post_id, 0x7f, n) != NULL) {
-            /* raw bytes < 0x20 were already syntax errors, so only DEL can be left */
+        } else if ((sp.escaped ? has_control_byte(ev->post_id, n)
+                               : memchr(ev->post_id, 0x7f, n) != NULL) ||
+                   has_c1_control(ev->post_id, n)) {
+            /* raw bytes < 0x20 were already syntax errors, so only DEL can be left; C1
+             * controls arrive raw (C2 80..9F) or escaped (\u0080..\u009f), decoded alike */
             *fr = HC_EVENT_POST_ID_CONTROL;
         } else {
             *fr = HC_EVENT_OK;
@@ -1377,4 +1394,48 @@ const char *hc_event_reason_str(hc_event_reason_t reason)
         return "unknown";
     }
     return names[reason];
+}
+
+/* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t k;
+        unsigned min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            k = 1, min = 0x80, c &= 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            k = 2, min = 0x800, c &= 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            k = 3, min = 0x10000, c &= 0x07;
+        } else {
+            return false;
+        }
+        if (i + k >= n) {
+            return false;
+        }
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80) {
+                return false;
+            }
+            c = (c << 6) | (s[i + j] & 0x3f);
+        }
+        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
+            return false;
+        }
+        i += k + 1;
+    }
+    return true;
+}
+
+bool hc_post_id_valid(const char *id, size_t len)
+{
+    if (len == 0 || len > HC_POST_ID_MAX || has_control_byte(id, len)) {
+        return false;
+    }
+    return utf8_valid((const unsigned char *)id, len) && !has_c1_control(id, len);
 }

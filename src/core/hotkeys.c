@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hotcount/siphash.h"
+
 typedef struct counter {
     int64_t count;
     int64_t error;
@@ -63,36 +65,16 @@ struct hc_hotkeys {
     size_t hot_n;
     hc_hotkey_transition_t *trans; /* owned, 2 k */
     size_t trans_n;
+    hc_hash_key_t hkey; /* the process key */
 };
 
-/* A fast non-cryptographic hash over 8-byte words (the tail re-reads an overlapping word, so
- * there is no byte loop for ids of 8 bytes or more). Post ids come from users: a crafted
- * collision set can only lengthen probes up to the k keys the index holds. */
-static uint32_t hash_key(const char *key, size_t len)
+/* SipHash-1-3 under the process's random key (hotcount/siphash.h), folded to 32 bits: post ids
+ * come from any producer, and with an unkeyed hash a crafted set of ids could share one probe
+ * run of the index on every offer. */
+static uint32_t hash_key(const hc_hotkeys_t *hk, const char *key, size_t len)
 {
-    const uint64_t mul = 0x9fb21c651e98df25u;
-    uint64_t h = 0x243f6a8885a308d3u ^ (uint64_t)len;
-    uint64_t w;
-
-    if (len >= 8) {
-        const char *last = key + len - 8;
-        for (; key < last; key += 8) {
-            memcpy(&w, key, 8);
-            h = (h ^ w) * mul;
-            h ^= h >> 28;
-        }
-        memcpy(&w, last, 8);
-    } else {
-        w = 0;
-        for (size_t i = 0; i < len; i++) {
-            w |= (uint64_t)(unsigned char)key[i] << (8 * i);
-        }
-    }
-    h = (h ^ w) * mul;
-    h ^= h >> 32;
-    h *= 0xd6e8feb86659fd93u;
-    h ^= h >> 32;
-    return (uint32_t)h;
+    uint64_t h = hc_siphash13(&hk->hkey, key, len);
+    return (uint32_t)h ^ (uint32_t)(h >> 32);
 }
 
 static const char *key_of(const hc_hotkeys_t *hk, size_t c)
@@ -128,6 +110,7 @@ hc_hotkeys_t *hc_hotkeys_new(size_t k, double enter_rate, double leave_rate)
         return NULL;
     }
     hk->k = k;
+    hk->hkey = hc_hash_process_key();
     hk->enter_rate = enter_rate > 0 ? enter_rate : 0;
     hk->leave_rate = enter_rate > 0 ? leave_rate : 0;
     size_t slots = 16;
@@ -384,7 +367,7 @@ void hc_hotkeys_offer(hc_hotkeys_t *hk, const char *post_id, size_t post_id_len)
     if (post_id_len > HC_POST_ID_MAX) {
         return;
     }
-    uint32_t h = hash_key(post_id, post_id_len);
+    uint32_t h = hash_key(hk, post_id, post_id_len);
     hk->events++;
     int c = find(hk, post_id, post_id_len, h);
     /* one call site, so the compiler inlines increment */
@@ -396,7 +379,7 @@ void hc_hotkeys_offer_n(hc_hotkeys_t *hk, const char *post_id, size_t post_id_le
     if (post_id_len > HC_POST_ID_MAX || n < 1) {
         return;
     }
-    uint32_t h = hash_key(post_id, post_id_len);
+    uint32_t h = hash_key(hk, post_id, post_id_len);
     hk->events += n;
     int c = find(hk, post_id, post_id_len, h);
     increment_by(hk, c >= 0 ? (uint16_t)c : take_over(hk, post_id, post_id_len, h), n);

@@ -18,32 +18,31 @@
 #include <unistd.h>
 
 #include "hotcount/clock.h"
+#include "hotcount/http_guard.h"
 #include "hotcount/listen.h"
 #include "hotcount/log.h"
 
 #define LISTEN_BACKLOG 64
-#define MAX_CONNECTIONS 64u
 #define CONNECTION_TIMEOUT_S 10u
+
+/* A scraper or probe needs one connection for well under a second; 64 ordinary slots, 16 from
+ * any one address, and 8 more reserved for probes while slow clients hold the rest. */
+const hc_http_limits_t hc_metrics_http_default_limits = {.max_connections = 64,
+                                                         .reserve = 8,
+                                                         .per_ip = 16,
+                                                         .request_timeout_ms = 10000,
+                                                         .reserve_timeout_ms = 1000};
 
 struct hc_metrics_http {
     struct MHD_Daemon *daemon; /* owned */
+    hc_http_guard_t *guard;    /* owned */
     hc_metrics_t *metrics;     /* borrowed */
     int64_t flush_ms;
     int port;
 };
 
-static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char msg[512];
-    (void)cls;
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    hc_log(HC_LOG_WARN, "metrics", "%s", msg);
-}
-
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, const char *body,
-                             bool allow_header)
+static enum MHD_Result reply_close(struct MHD_Connection *conn, unsigned int status,
+                                   const char *body, bool allow_header, bool close_after)
 {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
@@ -54,9 +53,18 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, c
     if (allow_header) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
     }
+    if (close_after) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    }
     enum MHD_Result ret = MHD_queue_response(conn, status, resp);
     MHD_destroy_response(resp);
     return ret;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, const char *body,
+                             bool allow_header)
+{
+    return reply_close(conn, status, body, allow_header, false);
 }
 
 static enum MHD_Result serve_metrics(hc_metrics_http_t *http, struct MHD_Connection *conn)
@@ -79,7 +87,8 @@ static enum MHD_Result serve_metrics(hc_metrics_http_t *http, struct MHD_Connect
 }
 
 /* Every request is answered on its first call: none of ours needs a body, and a refused method
- * need not be read. */
+ * need not be read. A request that announces a body (or frames itself ambiguously) is answered
+ * 400 and its connection closed, so no byte after its headers is ever parsed as a request. */
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **req_cls)
@@ -90,6 +99,27 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     (void)upload_data_size;
     (void)req_cls;
 
+    const char *why = NULL;
+    unsigned bad = hc_http_guard_check_request(http->guard, conn, &why);
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        /* a refused method's body is not read either: then the connection closes */
+        return reply_close(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", true,
+                           bad != 0);
+    }
+    if (bad != 0) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "bad request: %s\n", why);
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
+        if (!resp) {
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_BAD_REQUEST, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", true);
     }
@@ -108,8 +138,25 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     return reply(conn, MHD_HTTP_NOT_FOUND, "not found\n", false);
 }
 
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    hc_metrics_http_t *http = cls;
+    (void)req_cls;
+    (void)toe;
+    hc_http_guard_request_done(http->guard, conn);
+}
+
 hc_err_t hc_metrics_http_start(const char *listen_addr, hc_metrics_t *m, int64_t flush_ms,
                                hc_metrics_http_t **out, char *errstr, size_t errstr_size)
+{
+    return hc_metrics_http_start_limits(listen_addr, m, flush_ms, &hc_metrics_http_default_limits,
+                                        out, errstr, errstr_size);
+}
+
+hc_err_t hc_metrics_http_start_limits(const char *listen_addr, hc_metrics_t *m, int64_t flush_ms,
+                                      const hc_http_limits_t *limits, hc_metrics_http_t **out,
+                                      char *errstr, size_t errstr_size)
 {
     *out = NULL;
     if (!listen_addr || listen_addr[0] == '\0') {
@@ -122,10 +169,16 @@ hc_err_t hc_metrics_http_start(const char *listen_addr, hc_metrics_t *m, int64_t
     }
     http->metrics = m;
     http->flush_ms = flush_ms;
+    hc_err_t gerr = hc_http_guard_new(limits, "metrics", &http->guard, errstr, errstr_size);
+    if (gerr != HC_OK) {
+        free(http);
+        return gerr;
+    }
     int family = AF_INET;
     int fd = hc_listen_open("metrics.listen", listen_addr, LISTEN_BACKLOG, &family, &http->port,
                             errstr, errstr_size);
     if (fd < 0) {
+        hc_http_guard_destroy(http->guard);
         free(http);
         return HC_ERR_INVALID;
     }
@@ -137,9 +190,12 @@ hc_err_t hc_metrics_http_start(const char *listen_addr, hc_metrics_t *m, int64_t
     }
     /* The logger first: MHD logs while it parses the options that follow. */
     http->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, handle, http, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
-        MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+        flags, 0, hc_http_guard_accept, http->guard, handle, http, MHD_OPTION_EXTERNAL_LOGGER,
+        hc_http_guard_log, http->guard, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+        MHD_OPTION_CONNECTION_LIMIT, hc_http_guard_mhd_limit(http->guard, 1),
+        MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION,
+        hc_http_guard_notify, http->guard, MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
+        MHD_OPTION_END);
     if (!http->daemon) {
         /* libmicrohttpd closes the socket on most of its failure paths but not all, and says
          * not which: leaving it open at worst leaks one descriptor on a fatal path, where
@@ -147,6 +203,7 @@ hc_err_t hc_metrics_http_start(const char *listen_addr, hc_metrics_t *m, int64_t
         hc_errstr_set(errstr, errstr_size,
                       "metrics.listen: %s: the HTTP server did not start (see the log)",
                       listen_addr);
+        hc_http_guard_destroy(http->guard);
         free(http);
         return HC_ERR_FATAL;
     }
@@ -167,5 +224,6 @@ void hc_metrics_http_stop(hc_metrics_http_t *http)
         return;
     }
     MHD_stop_daemon(http->daemon);
+    hc_http_guard_destroy(http->guard);
     free(http);
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hotcount/siphash.h"
+
 #define ERRSTR_MAX 256
 
 typedef enum entry_state {
@@ -38,15 +40,15 @@ struct hc_serve_cache {
     size_t bucket_mask;
     entry_t *newest, *oldest;
     hc_serve_cache_stats_t stats;
+    hc_hash_key_t hkey; /* the process key */
 };
 
-static uint64_t hash_key(const char *key, size_t len)
+/* Keys are post ids from URLs anyone can send: with an unkeyed hash (this was FNV-1a) a client
+ * could fill one bucket chain and make every lookup walk it under the cache's one mutex.
+ * SipHash-1-3 under the process's random key (hotcount/siphash.h) makes that guesswork. */
+static uint64_t hash_key(const hc_serve_cache_t *cache, const char *key, size_t len)
 {
-    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 */
-    for (size_t i = 0; i < len; i++) {
-        h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
-    }
-    return h;
+    return hc_siphash13(&cache->hkey, key, len);
 }
 
 static void lru_unlink(hc_serve_cache_t *cache, entry_t *e)
@@ -184,6 +186,7 @@ hc_err_t hc_serve_cache_new(const hc_serve_cache_opts_t *opts, hc_serve_cache_t 
         goto oom;
     }
     cache->opts = *opts;
+    cache->hkey = hc_hash_process_key();
     size_t nb = 16;
     while (nb < opts->max_entries && nb < ((size_t)1 << 30)) {
         nb <<= 1;
@@ -223,7 +226,7 @@ void hc_serve_cache_destroy(hc_serve_cache_t *cache)
 hc_err_t hc_serve_cache_get(hc_serve_cache_t *cache, const char *key, size_t key_len, void **value,
                             size_t *value_len, int64_t *loaded_at, char *errstr, size_t errstr_size)
 {
-    uint64_t h = hash_key(key, key_len);
+    uint64_t h = hash_key(cache, key, key_len);
     hc_err_t err;
 
     pthread_mutex_lock(&cache->lock);

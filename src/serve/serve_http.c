@@ -26,20 +26,25 @@
 
 #include "hotcount/clock.h"
 #include "hotcount/event.h"
+#include "hotcount/http_guard.h"
 #include "hotcount/listen.h"
 #include "hotcount/log.h"
 #include "hotcount/metrics.h"
 #include "hotcount/serve_cache.h"
+#include "hotcount/serve_parse.h"
 #include "hotcount/serve_stats.h"
 #include "hotcount/store.h"
 
-#define LISTEN_BACKLOG 512
-#define MAX_CONNECTIONS 1000u
+#define LISTEN_BACKLOG 512 /* bounded: the kernel drops SYNs past it, we never see them */
 #define CONNECTION_TIMEOUT_S 30u
+#define RESERVED_CONNECTIONS 16u /* past serve.max.connections, for probes: 1 s each */
+#define RESERVED_TIMEOUT_MS 1000
 #define TOP_DEFAULT 10
 #define STATS_TOP 10
-#define STATS_TTL_MS 1000 /* the page polls once a second; scraping the stages is not free */
-#define SCRAPE_TIMEOUT_MS 500
+#define STATS_TTL_MS 1000 /* the page polls once a second */
+#define STATS_REFRESH_MS 1000
+#define SCRAPE_CONNECT_MS 200
+#define SCRAPE_TOTAL_MS 500
 
 /* Status codes counted in hotcount_serve_requests_total{code}; anything else is "other". */
 static const unsigned codes[] = {200, 304, 400, 404, 405, 500, 503};
@@ -54,6 +59,7 @@ static const char *const read_kind_names[] = {"likes", "top"};
 struct hc_serve {
     const hc_config_t *cfg; /* borrowed */
     struct MHD_Daemon *daemon;
+    hc_http_guard_t *guard; /* owned */
     int port;
     char cache_control[96];
 
@@ -63,7 +69,8 @@ struct hc_serve {
     hc_serve_cache_t *likes;  /* owned: post_id -> likes_value_t */
     hc_serve_cache_t *top;    /* owned: "top" -> top_value_t + rows */
     hc_serve_cache_t *stats;  /* owned: "stats" -> JSON text */
-    hc_serve_stats_t *staged; /* owned; called only from the stats cache's (coalesced) load */
+    hc_serve_stats_t *staged; /* owned: its refresher scrapes; rendered only from the stats
+                                 cache's (coalesced) load */
 
     atomic_uint_fast64_t requests[CODE_COUNT + 1]; /* last: other */
     atomic_uint_fast64_t store_reads[READ_KIND_COUNT];
@@ -86,6 +93,7 @@ typedef struct request {
     char *uri; /* owned: raw, as received */
     struct timespec start;
     bool headers_seen;
+    bool answered; /* a response is queued */
 } request_t;
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -103,97 +111,6 @@ static double seconds_since(const struct timespec *t0)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* Percent-decodes s[0..n) into out (room for cap bytes); '+' is a space in queries only.
- * False for a malformed escape or when the result does not fit. */
-static bool url_decode(const char *s, size_t n, bool plus_is_space, char *out, size_t cap,
-                       size_t *out_len)
-{
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%') {
-            if (i + 2 >= n) {
-                return false;
-            }
-            int hi = hexval(s[i + 1]);
-            int lo = hexval(s[i + 2]);
-            if (hi < 0 || lo < 0) {
-                return false;
-            }
-            c = (char)(hi * 16 + lo);
-            i += 2;
-        } else if (c == '+' && plus_is_space) {
-            c = ' ';
-        }
-        if (len == cap) {
-            return false;
-        }
-        out[len++] = c;
-    }
-    *out_len = len;
-    return true;
-}
-
-/* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */
-static bool is_utf8(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i];
-        size_t k;
-        unsigned min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            k = 1, min = 0x80, c &= 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            k = 2, min = 0x800, c &= 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            k = 3, min = 0x10000, c &= 0x07;
-        } else {
-            return false;
-        }
-        if (i + k >= n) {
-            return false;
-        }
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xc0) != 0x80) {
-                return false;
-            }
-            c = (c << 6) | (s[i + j] & 0x3f);
-        }
-        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
-            return false;
-        }
-        i += k + 1;
-    }
-    return true;
-}
-
-/* The contract's post_id rules: 1..256 bytes, no byte < 0x20 nor 0x7f; and UTF-8, since an
- * event's post_id is a JSON string. */
-static bool is_post_id(const char *id, size_t len)
-{
-    if (len == 0 || len > HC_POST_ID_MAX) {
-        return false;
-    }
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)id[i];
-        if (c < 0x20 || c == 0x7f) {
-            return false;
-        }
-    }
-    return is_utf8((const unsigned char *)id, len);
 }
 
 static uint64_t fnv64(uint64_t h, const void *data, size_t n)
@@ -251,10 +168,10 @@ static void count_status(hc_serve_t *srv, unsigned status)
 }
 
 /* Queues body (taken over and freed when must_free) with status. etag: NULL for none; then
- * cacheable selects Cache-Control public/max-age or no-store. */
-static enum MHD_Result respond(hc_serve_t *srv, struct MHD_Connection *conn, unsigned status,
-                               const char *ctype, char *body, size_t len, bool must_free,
-                               const char *etag, bool cacheable)
+ * cacheable selects Cache-Control public/max-age or no-store. close_after: Connection: close. */
+static enum MHD_Result respond_ex(hc_serve_t *srv, struct MHD_Connection *conn, unsigned status,
+                                  const char *ctype, char *body, size_t len, bool must_free,
+                                  const char *etag, bool cacheable, bool close_after)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(
         len, body, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -278,14 +195,24 @@ static enum MHD_Result respond(hc_serve_t *srv, struct MHD_Connection *conn, uns
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     }
+    if (close_after) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    }
     count_status(srv, status);
     enum MHD_Result ret = MHD_queue_response(conn, status, resp);
     MHD_destroy_response(resp);
     return ret;
 }
 
-static enum MHD_Result respond_error(hc_serve_t *srv, struct MHD_Connection *conn, unsigned status,
-                                     const char *msg)
+static enum MHD_Result respond(hc_serve_t *srv, struct MHD_Connection *conn, unsigned status,
+                               const char *ctype, char *body, size_t len, bool must_free,
+                               const char *etag, bool cacheable)
+{
+    return respond_ex(srv, conn, status, ctype, body, len, must_free, etag, cacheable, false);
+}
+
+static enum MHD_Result respond_error_ex(hc_serve_t *srv, struct MHD_Connection *conn,
+                                        unsigned status, const char *msg, bool close_after)
 {
     json_t *obj = json_pack("{s:s}", "error", msg);
     char *body = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
@@ -293,7 +220,14 @@ static enum MHD_Result respond_error(hc_serve_t *srv, struct MHD_Connection *con
     if (!body) {
         return MHD_NO;
     }
-    return respond(srv, conn, status, "application/json", body, strlen(body), true, NULL, false);
+    return respond_ex(srv, conn, status, "application/json", body, strlen(body), true, NULL, false,
+                      close_after);
+}
+
+static enum MHD_Result respond_error(hc_serve_t *srv, struct MHD_Connection *conn, unsigned status,
+                                     const char *msg)
+{
+    return respond_error_ex(srv, conn, status, msg, false);
 }
 
 static enum MHD_Result respond_store_error(hc_serve_t *srv, struct MHD_Connection *conn,
@@ -443,7 +377,7 @@ static enum MHD_Result route_one(hc_serve_t *srv, struct MHD_Connection *conn, c
 {
     char id[HC_POST_ID_MAX + 1];
     size_t len = 0;
-    if (!url_decode(raw, raw_len, false, id, HC_POST_ID_MAX, &len) || !is_post_id(id, len)) {
+    if (!hc_serve_parse_one(raw, raw_len, id, &len)) {
         return respond_error(srv, conn, MHD_HTTP_NOT_FOUND,
                              "not a post id (1..256 bytes of UTF-8, no control characters)");
     }
@@ -460,46 +394,15 @@ static enum MHD_Result route_one(hc_serve_t *srv, struct MHD_Connection *conn, c
     return respond_json(srv, conn, json, etag_add(FNV64_BASIS, id, len, v.likes));
 }
 
-/* Finds parameter `name` in a raw query string; *dup is set when it appears more than once. */
-static const char *query_param(const char *query, const char *name, size_t *len, bool *dup)
-{
-    const char *found = NULL;
-    size_t name_len = strlen(name);
-    *dup = false;
-    for (const char *p = query; p && *p;) {
-        size_t n = strcspn(p, "&");
-        if (n > name_len && strncmp(p, name, name_len) == 0 && p[name_len] == '=') {
-            if (found) {
-                *dup = true;
-            }
-            found = p + name_len + 1;
-            *len = n - name_len - 1;
-        } else if (n == name_len && strncmp(p, name, name_len) == 0) {
-            if (found) {
-                *dup = true;
-            }
-            found = p + n;
-            *len = 0;
-        }
-        p = p[n] ? p + n + 1 : NULL;
-    }
-    return found;
-}
-
 static enum MHD_Result route_many(hc_serve_t *srv, struct MHD_Connection *conn, const char *query)
 {
-    size_t ids_len = 0;
-    bool dup = false;
-    const char *ids = query_param(query, "ids", &ids_len, &dup);
-    if (!ids || ids_len == 0 || dup) {
+    hc_serve_ids_t it;
+    hc_serve_ids_status_t st = hc_serve_parse_ids(query, srv->cfg->serve_max_ids, &it);
+    if (st == HC_IDS_MISSING) {
         return respond_error(srv, conn, MHD_HTTP_BAD_REQUEST,
                              "give the post ids once, as ?ids=a,b,c");
     }
-    size_t count = 1;
-    for (size_t i = 0; i < ids_len; i++) {
-        count += ids[i] == ',';
-    }
-    if (count > (size_t)srv->cfg->serve_max_ids) {
+    if (st == HC_IDS_TOO_MANY) {
         char msg[96];
         snprintf(msg, sizeof(msg), "at most %" PRId64 " ids per request (serve.max.ids)",
                  srv->cfg->serve_max_ids);
@@ -510,13 +413,11 @@ static enum MHD_Result route_many(hc_serve_t *srv, struct MHD_Connection *conn, 
         return respond_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     }
     uint64_t etag = FNV64_BASIS;
-    const char *p = ids, *end = ids + ids_len;
-    while (p <= end) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        size_t n = (size_t)((comma ? comma : end) - p);
-        char id[HC_POST_ID_MAX + 1];
-        size_t len = 0;
-        if (!url_decode(p, n, true, id, HC_POST_ID_MAX, &len) || !is_post_id(id, len)) {
+    char id[HC_POST_ID_MAX + 1];
+    size_t len = 0;
+    bool ok = false;
+    while (hc_serve_next_id(&it, id, &len, &ok)) {
+        if (!ok) {
             json_decref(arr);
             return respond_error(srv, conn, MHD_HTTP_BAD_REQUEST,
                                  "a malformed post id in ids (1..256 bytes of UTF-8, no control "
@@ -531,29 +432,14 @@ static enum MHD_Result route_many(hc_serve_t *srv, struct MHD_Connection *conn, 
         }
         json_array_append_new(arr, likes_json(id, len, v.likes, v.as_of));
         etag = etag_add(etag, id, len, v.likes);
-        p += n + 1;
     }
     return respond_json(srv, conn, arr, etag);
 }
 
 static enum MHD_Result route_top(hc_serve_t *srv, struct MHD_Connection *conn, const char *query)
 {
-    size_t n_len = 0;
-    bool dup = false;
-    const char *n_raw = query_param(query, "n", &n_len, &dup);
-    uint64_t n = TOP_DEFAULT;
-    if (n_raw) {
-        char digits[8];
-        size_t len = 0;
-        if (dup || !url_decode(n_raw, n_len, true, digits, sizeof(digits) - 1, &len) || len == 0 ||
-            strspn(digits, "0123456789") < len) {
-            n = 0;
-        } else {
-            digits[len] = '\0';
-            n = strtoull(digits, NULL, 10);
-        }
-    }
-    if (n < 1 || n > (uint64_t)srv->cfg->serve_top_max) {
+    uint64_t n = 0;
+    if (!hc_serve_parse_top_n(query, srv->cfg->serve_top_max, &n)) {
         char msg[96];
         snprintf(msg, sizeof(msg), "n must be a whole number within 1..%" PRId64 " (serve.top.max)",
                  srv->cfg->serve_top_max);
@@ -630,6 +516,23 @@ static enum MHD_Result route_metrics(hc_serve_t *srv, struct MHD_Connection *con
     }
     render_counter(f, "hotcount_serve_store_read_errors_total", "store reads that failed",
                    atomic_load_explicit(&srv->store_read_errors, memory_order_relaxed));
+    hc_http_guard_stats_t gs;
+    hc_http_guard_get_stats(srv->guard, &gs);
+    render_counter(f, "hotcount_serve_connections_refused_total",
+                   "connections refused at accept (serve.max.connections, .per.ip)",
+                   gs.refused_total);
+    render_counter(f, "hotcount_serve_connections_timed_out_total",
+                   "connections cut at their deadline (serve.request.timeout.ms)", gs.timed_out);
+    render_counter(f, "hotcount_serve_connections_evicted_total",
+                   "connections shed to admit an address holding fewer (fair share)", gs.evicted);
+    render_counter(f, "hotcount_serve_bad_framing_total",
+                   "requests refused for their framing (a body, Transfer-Encoding, two "
+                   "Content-Lengths)",
+                   gs.bad_framing);
+    fprintf(f,
+            "# HELP hotcount_serve_connections_open HTTP connections open now\n"
+            "# TYPE hotcount_serve_connections_open gauge\nhotcount_serve_connections_open %u\n",
+            gs.open);
     render_counter(f, "hotcount_serve_cache_hits_total",
                    "post lookups answered from a fresh cache entry", cs.hits);
     render_counter(f, "hotcount_serve_cache_coalesced_total",
@@ -674,10 +577,34 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     (void)url;
     (void)version;
     (void)upload_data;
-    (void)upload_data_size;
 
+    if (req && req->answered) {
+        /* Never reached for a request we refused (its body is not read), but MHD must not be
+         * handed a second response. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    /* Framing first, on the first call, before MHD reads any body: a request that carries or
+     * announces one is answered 400 and its connection closed, so the bytes after its headers
+     * (a smuggled second request) are never parsed. */
+    const char *why = NULL;
+    bool first = !req || !req->headers_seen;
+    unsigned bad = first ? hc_http_guard_check_request(srv->guard, conn, &why) : 0;
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        return respond_error(srv, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
+        if (req) {
+            req->answered = true;
+        }
+        /* a refused method's body is not read either: then the connection closes */
+        return respond_error_ex(srv, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed",
+                                bad != 0);
+    }
+    if (bad != 0) {
+        if (req) {
+            req->answered = true;
+        }
+        char msg[128];
+        snprintf(msg, sizeof(msg), "bad request: %s", why);
+        return respond_error_ex(srv, conn, bad, msg, true);
     }
     if (!req || !req->uri) {
         return respond_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
@@ -689,47 +616,54 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         req->headers_seen = true;
         return MHD_YES;
     }
-    const char *uri = req->uri;
-    size_t path_len = strcspn(uri, "?#");
-    const char *query = uri[path_len] == '?' ? uri + path_len + 1 : "";
-    char query_buf[8192];
-    size_t qlen = strcspn(query, "#");
-    if (qlen >= sizeof(query_buf)) {
-        return respond_error(srv, conn, MHD_HTTP_BAD_REQUEST, "query too long");
+    if (*upload_data_size != 0) {
+        /* A body despite the framing check (cannot happen: no length, no chunking): refused. */
+        *upload_data_size = 0;
+        req->answered = true;
+        return respond_error_ex(srv, conn, MHD_HTTP_BAD_REQUEST, "a GET takes no body", true);
     }
-    memcpy(query_buf, query, qlen);
-    query_buf[qlen] = '\0';
-
-#define PATH_IS(lit) (path_len == sizeof(lit) - 1 && memcmp(uri, lit, path_len) == 0)
-    static const char one_prefix[] = "/v1/likes/";
-    if (path_len >= sizeof(one_prefix) - 1 &&
-        memcmp(uri, one_prefix, sizeof(one_prefix) - 1) == 0) {
-        return route_one(srv, conn, uri + sizeof(one_prefix) - 1,
-                         path_len - (sizeof(one_prefix) - 1));
+    req->answered = true;
+    /* on the heap: 8 KiB of query is a lot of a pool thread's stack */
+    hc_serve_uri_t *u = malloc(sizeof(*u));
+    if (!u) {
+        return respond_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     }
-    if (PATH_IS("/v1/likes")) {
-        return route_many(srv, conn, query_buf);
+    hc_serve_parse_uri(req->uri, u);
+    enum MHD_Result ret;
+    switch (u->route) {
+    case HC_ROUTE_QUERY_TOO_LONG:
+        ret = respond_error(srv, conn, MHD_HTTP_BAD_REQUEST, "query too long");
+        break;
+    case HC_ROUTE_ONE:
+        ret = route_one(srv, conn, u->tail, u->tail_len);
+        break;
+    case HC_ROUTE_MANY:
+        ret = route_many(srv, conn, u->query);
+        break;
+    case HC_ROUTE_TOP:
+        ret = route_top(srv, conn, u->query);
+        break;
+    case HC_ROUTE_STATS:
+        ret = route_stats(srv, conn);
+        break;
+    case HC_ROUTE_PAGE:
+        ret = respond(srv, conn, MHD_HTTP_OK, "text/html; charset=utf-8",
+                      (char *)(uintptr_t)hc_serve_live_html, hc_serve_live_html_len, false, NULL,
+                      false);
+        break;
+    case HC_ROUTE_METRICS:
+        ret = route_metrics(srv, conn);
+        break;
+    case HC_ROUTE_HEALTHZ:
+        ret = respond(srv, conn, MHD_HTTP_OK, "text/plain; charset=utf-8", (char *)"ok\n", 3, false,
+                      NULL, false);
+        break;
+    default:
+        ret = respond_error(srv, conn, MHD_HTTP_NOT_FOUND, "not found");
+        break;
     }
-    if (PATH_IS("/v1/top")) {
-        return route_top(srv, conn, query_buf);
-    }
-    if (PATH_IS("/v1/stats")) {
-        return route_stats(srv, conn);
-    }
-    if (PATH_IS("/") || PATH_IS("/index.html")) {
-        return respond(srv, conn, MHD_HTTP_OK, "text/html; charset=utf-8",
-                       (char *)(uintptr_t)hc_serve_live_html, hc_serve_live_html_len, false, NULL,
-                       false);
-    }
-    if (PATH_IS("/metrics")) {
-        return route_metrics(srv, conn);
-    }
-    if (PATH_IS("/healthz")) {
-        return respond(srv, conn, MHD_HTTP_OK, "text/plain; charset=utf-8", (char *)"ok\n", 3,
-                       false, NULL, false);
-    }
-#undef PATH_IS
-    return respond_error(srv, conn, MHD_HTTP_NOT_FOUND, "not found");
+    free(u);
+    return ret;
 }
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -749,26 +683,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 {
     hc_serve_t *srv = cls;
     request_t *req = *req_cls;
-    (void)conn;
     if (!req) {
+        hc_http_guard_request_done(srv->guard, conn);
         return;
     }
+    hc_http_guard_request_done(srv->guard, conn);
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         hc_histogram_observe(&srv->latency, seconds_since(&req->start));
     }
     free(req->uri);
     free(req);
     *req_cls = NULL;
-}
-
-static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char msg[512];
-    (void)cls;
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    hc_log(HC_LOG_WARN, "serve", "%s", msg);
 }
 
 /* ---- start and stop ------------------------------------------------------------------------ */
@@ -818,8 +743,18 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
             HC_OK ||
         (err = new_cache(srv, STATS_TTL_MS, 1, load_stats, &srv->stats, errstr, errstr_size)) !=
             HC_OK ||
-        (err = hc_serve_stats_new(cfg->serve_stages, SCRAPE_TIMEOUT_MS, &srv->staged, errstr,
-                                  errstr_size)) != HC_OK) {
+        (err = hc_serve_stats_new(cfg->serve_stages, SCRAPE_CONNECT_MS, SCRAPE_TOTAL_MS,
+                                  cfg->serve_stats_expose != 0, &srv->staged, errstr,
+                                  errstr_size)) != HC_OK ||
+        (err = hc_serve_stats_start(srv->staged, STATS_REFRESH_MS, errstr, errstr_size)) != HC_OK) {
+        goto destroy_caches;
+    }
+    hc_http_limits_t lim = {.max_connections = (unsigned)cfg->serve_max_connections,
+                            .reserve = RESERVED_CONNECTIONS,
+                            .per_ip = (unsigned)cfg->serve_max_connections_per_ip,
+                            .request_timeout_ms = cfg->serve_request_timeout_ms,
+                            .reserve_timeout_ms = RESERVED_TIMEOUT_MS};
+    if ((err = hc_http_guard_new(&lim, "serve", &srv->guard, errstr, errstr_size)) != HC_OK) {
         goto destroy_caches;
     }
     int family = AF_INET;
@@ -836,11 +771,13 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
         flags |= MHD_USE_IPv6;
     }
     srv->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, handle, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned int)cfg->serve_threads, MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
-        MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S, MHD_OPTION_URI_LOG_CALLBACK, on_uri,
-        srv, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+        flags, 0, hc_http_guard_accept, srv->guard, handle, srv, MHD_OPTION_EXTERNAL_LOGGER,
+        hc_http_guard_log, srv->guard, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->serve_threads, MHD_OPTION_CONNECTION_LIMIT,
+        hc_http_guard_mhd_limit(srv->guard, (unsigned)cfg->serve_threads),
+        MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION,
+        hc_http_guard_notify, srv->guard, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
     if (!srv->daemon) {
         hc_errstr_set(errstr, errstr_size, "serve.listen: %s: the HTTP server did not start",
                       cfg->serve_listen);
@@ -854,6 +791,7 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
     *out = srv;
     return HC_OK;
 destroy_caches:
+    hc_http_guard_destroy(srv->guard);
     hc_serve_stats_destroy(srv->staged);
     hc_serve_cache_destroy(srv->stats);
     hc_serve_cache_destroy(srv->top);
@@ -877,6 +815,7 @@ void hc_serve_stop(hc_serve_t *srv)
         return;
     }
     MHD_stop_daemon(srv->daemon);
+    hc_http_guard_destroy(srv->guard);
     hc_serve_stats_destroy(srv->staged);
     hc_serve_cache_destroy(srv->stats);
     hc_serve_cache_destroy(srv->top);

@@ -266,8 +266,10 @@ def stable_stats(c):
 def check_stats(args, c, top_want):
     s = stable_stats(c)
     addrs = args.stages.split(",")
-    check([(g["addr"], g["up"]) for g in s["stages"]] == [(a, True) for a in addrs],
+    check([(g.get("addr"), g["up"]) for g in s["stages"]] == [(a, True) for a in addrs],
           f"stages {s['stages']}")
+    check(s["stages_up"] == len(addrs) and isinstance(s["sample_age_ms"], int),
+          f"stages_up {s.get('stages_up')}, sample_age_ms {s.get('sample_age_ms')}")
     texts = [scrape("http://" + a) for a in addrs]
 
     def total(name):

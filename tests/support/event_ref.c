@@ -29,6 +29,11 @@ static bool has_control_byte(const char *s, size_t n)
         if (c < 0x20 || c == 0x7f) {
             return true;
         }
+        /* C1 controls U+0080..U+009F: jansson hands out valid UTF-8, where they are C2 80..9F */
+        if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+            (unsigned char)s[i + 1] <= 0x9f) {
+            return true;
+        }
     }
     return false;
 }

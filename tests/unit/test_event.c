@@ -353,8 +353,9 @@ static void parse_accepts_huge_numbers_in_unknown_fields(void **state)
 static void parse_accepts_valid_utf8_boundaries(void **state)
 {
     (void)state;
-    /* U+0080, U+07FF, U+0800, U+D7FF, U+E000, U+FFFF, U+10000, U+10FFFF */
-    PARSE_OK("{\"post_id\":\"\xc2\x80\xdf\xbf\xe0\xa0\x80\xed\x9f\xbf\xee\x80\x80\xef\xbf\xbf"
+    /* U+00A0 (the first 2-byte character past the C1 controls), U+07FF, U+0800, U+D7FF,
+     * U+E000, U+FFFF, U+10000, U+10FFFF */
+    PARSE_OK("{\"post_id\":\"\xc2\xa0\xdf\xbf\xe0\xa0\x80\xed\x9f\xbf\xee\x80\x80\xef\xbf\xbf"
              "\xf0\x90\x80\x80\xf4\x8f\xbf\xbf\"}");
     PARSE_OK("{\"post_id\":\"p\",\"\xe2\x82\xac\":\"\\uDBFF\\uDFFF\"}");
 }
@@ -467,6 +468,29 @@ static void parse_rejects_post_id_with_control_bytes(void **state)
     EXPECT(HC_EVENT_POST_ID_CONTROL, "{\"post_id\":\"\\u007f\"}");
     EXPECT(HC_EVENT_POST_ID_CONTROL, "{\"post_id\":\"a\x7f\"}");
     EXPECT(HC_EVENT_OK, "{\"post_id\":\"\\u0020~\"}");
+}
+
+/* C1 controls U+0080..U+009F (UTF-8 C2 80..C2 9F) are control characters too: raw or escaped,
+ * alone or after other text; the neighbours U+007E and U+00A0 are not. */
+static void parse_rejects_post_id_with_c1_controls(void **state)
+{
+    (void)state;
+    EXPECT(HC_EVENT_POST_ID_CONTROL, "{\"post_id\":\"\xc2\x80\"}");
+    EXPECT(HC_EVENT_POST_ID_CONTROL, "{\"post_id\":\"ab\xc2\x9f\"}");
+    EXPECT(HC_EVENT_POST_ID_CONTROL, "{\"post_id\":\"x\xc2\x85y\"}");
+    EXPECT(HC_EVENT_POST_ID_CONTROL, "{\"post_id\":\"\\u0080\"}");
+    EXPECT(HC_EVENT_POST_ID_CONTROL, "{\"post_id\":\"a\\u009F\"}");
+    EXPECT(HC_EVENT_POST_ID_CONTROL, "{\"post_id\":\"\xc3\xa9\xc2\x9b[0m\"}");
+    EXPECT(HC_EVENT_OK, "{\"post_id\":\"\xc2\xa0\"}");
+    EXPECT(HC_EVENT_OK, "{\"post_id\":\"\\u00a0\xc2\xa9\"}");
+    EXPECT(HC_EVENT_OK, "{\"post_id\":\"\xc3\x80\"}"); /* U+00C0: C3 80, not C2 80 */
+    assert_false(hc_post_id_valid("\xc2\x80", 2));
+    assert_false(hc_post_id_valid("a\xc2\x9f", 3));
+    assert_false(hc_post_id_valid("a\x1b", 2));
+    assert_false(hc_post_id_valid("\xc2", 1)); /* truncated UTF-8 */
+    assert_false(hc_post_id_valid("", 0));
+    assert_true(hc_post_id_valid("\xc2\xa0", 2));
+    assert_true(hc_post_id_valid("post-1", 6));
 }
 
 static void parse_rejects_post_id_of_wrong_type(void **state)
@@ -1648,6 +1672,7 @@ int main(void)
         cmocka_unit_test(parse_rejects_missing_post_id),
         cmocka_unit_test(parse_rejects_empty_post_id),
         cmocka_unit_test(parse_rejects_post_id_with_control_bytes),
+        cmocka_unit_test(parse_rejects_post_id_with_c1_controls),
         cmocka_unit_test(parse_rejects_post_id_of_wrong_type),
         cmocka_unit_test(parse_rejects_user_id_of_wrong_type),
         cmocka_unit_test(parse_rejects_op_that_is_not_a_string),

@@ -19,8 +19,12 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <poll.h>
+#include <pthread.h>
+
 #include "hotcount/clock.h"
 #include "hotcount/hotkeys_scrape.h"
+#include "hotcount/http_guard.h"
 #include "hotcount/metrics_http.h"
 
 #define FLUSH_MS 1000
@@ -425,6 +429,278 @@ static void ipv6_loopback_is_served(void **state)
     hc_metrics_fini(&m);
 }
 
+/* ---- hostile clients ---------------------------------------------------------------------- */
+
+/* A TCP connection to 127.0.0.1:port from source address 127.0.0.<src> (all of 127/8 is loopback
+ * on Linux), or -1. */
+static int connect_from(int src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    me.sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)src);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {.tv_sec = 5, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (bind(fd, (struct sockaddr *)&me, sizeof(me)) != 0 ||
+        connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Whether the server closed fd (EOF or reset) within ms. */
+static bool closed_within(int fd, int ms)
+{
+    int64_t end = hc_now_ms() + ms;
+    char buf[512];
+    for (;;) {
+        int left = (int)(end - hc_now_ms());
+        if (left <= 0) {
+            return false;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, left) == 1) {
+            ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+            if (n <= 0) {
+                return true;
+            }
+        }
+    }
+}
+
+/* One GET /healthz from 127.0.0.<src>: its status (0 when no answer), *ms the time it took. */
+static int healthz_from(int src, int port, int64_t *ms)
+{
+    int64_t t0 = hc_now_ms();
+    int fd = connect_from(src, port);
+    int status = 0;
+    if (fd >= 0) {
+        static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        char buf[1024];
+        if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof(req) - 1)) {
+            ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+            if (n > 0) {
+                buf[n] = '\0';
+                sscanf(buf, "HTTP/1.%*d %d", &status);
+            }
+        }
+        close(fd);
+    }
+    *ms = hc_now_ms() - t0;
+    return status;
+}
+
+static const hc_http_limits_t small_limits = {.max_connections = 6,
+                                              .reserve = 2,
+                                              .per_ip = 3,
+                                              .request_timeout_ms = 600,
+                                              .reserve_timeout_ms = 300};
+
+/* A request that trickles its headers is cut at the whole-request deadline, however often it
+ * sends a byte (an idle timeout would never fire). */
+static void trickling_request_is_cut_at_its_deadline(void **state)
+{
+    (void)state;
+    hc_metrics_t m;
+    hc_metrics_http_t *http = NULL;
+    char errstr[256];
+    assert_int_equal(hc_metrics_init(&m), HC_OK);
+    assert_int_equal(hc_metrics_http_start_limits("127.0.0.1:0", &m, FLUSH_MS, &small_limits, &http,
+                                                  errstr, sizeof(errstr)),
+                     HC_OK);
+    int fd = connect_from(1, hc_metrics_http_port(http));
+    assert_true(fd >= 0);
+    int64_t t0 = hc_now_ms();
+    assert_true(send(fd, "GET /healthz HTTP/1.1\r\nX-A: ", 28, MSG_NOSIGNAL) == 28);
+    bool cut = false;
+    for (int i = 0; i < 40 && !cut; i++) { /* one byte every 50 ms, for up to 2 s */
+        cut = send(fd, "a", 1, MSG_NOSIGNAL) != 1 || closed_within(fd, 50);
+    }
+    int64_t lived = hc_now_ms() - t0;
+    close(fd);
+    print_message("a trickling request lived %lld ms (deadline 600)\n", (long long)lived);
+    assert_true(cut);
+    assert_true(lived >= 550 && lived < 1200);
+    hc_metrics_http_stop(http);
+    hc_metrics_fini(&m);
+}
+
+/* Slow clients holding every slot from three addresses, each at its per-address limit: a probe
+ * from a fourth address still gets /healthz at once (fair-share eviction), and a fifth
+ * connection from a full address is refused. */
+static void probes_get_in_while_slow_clients_hold_every_slot(void **state)
+{
+    (void)state;
+    hc_metrics_t m;
+    hc_metrics_http_t *http = NULL;
+    char errstr[256];
+    hc_http_limits_t lim = small_limits;
+    lim.request_timeout_ms = 30000; /* only eviction can make room here */
+    lim.reserve_timeout_ms = 30000;
+    assert_int_equal(hc_metrics_init(&m), HC_OK);
+    assert_int_equal(hc_metrics_http_start_limits("127.0.0.1:0", &m, FLUSH_MS, &lim, &http, errstr,
+                                                  sizeof(errstr)),
+                     HC_OK);
+    int port = hc_metrics_http_port(http);
+    int slow[9];
+    for (int i = 0; i < 9; i++) { /* 3 addresses x 3 = 9 > 8 slots: the last is refused */
+        slow[i] = connect_from(1 + i / 3, port);
+        assert_true(slow[i] >= 0);
+        assert_true(send(slow[i], "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL) == 23);
+        hc_sleep_ms(20);
+    }
+    /* a fourth from a full address: refused (closed unanswered) */
+    int extra = connect_from(1, port);
+    assert_true(extra >= 0);
+    assert_true(closed_within(extra, 2000));
+    close(extra);
+    for (int i = 0; i < 5; i++) {
+        int64_t ms = 0;
+        assert_int_equal(healthz_from(9, port, &ms), 200);
+        assert_true(ms < 1000);
+    }
+    int cut = 0;
+    for (int i = 0; i < 9; i++) {
+        cut += closed_within(slow[i], 10);
+        close(slow[i]);
+    }
+    print_message("slow connections cut to admit probes: %d of 9\n", cut);
+    assert_true(cut >= 1);
+    hc_metrics_http_stop(http);
+    hc_metrics_fini(&m);
+}
+
+/* Request framing: any Transfer-Encoding, two Content-Lengths, or one that is not 0 is a 400
+ * with the connection closed, so the request smuggled behind it is never answered. */
+static void ambiguous_framing_is_400_and_closes(void **state)
+{
+    fixture_t *fx = *state;
+    static const char *const attempts[] = {
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"
+        "\r\n0\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 36\r\n\r\n"
+        "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nabcd"
+        "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+    };
+    static reply_t rep;
+    for (size_t i = 0; i < sizeof(attempts) / sizeof(attempts[0]); i++) {
+        /* http_exchange reads until the server closes: it returns only because it does */
+        assert_true(http_exchange(AF_INET, fx->port, attempts[i], &rep));
+        assert_int_equal(rep.status, 400);
+        assert_null(strstr(rep.raw, "hotcount_up")); /* the smuggled /metrics: never answered */
+        assert_non_null(strstr(rep.raw, "Connection: close"));
+    }
+    /* a plain GET with Content-Length: 0 is fine */
+    assert_true(http_exchange(AF_INET, fx->port,
+                              "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                              "Connection: close\r\n\r\n",
+                              &rep));
+    assert_int_equal(rep.status, 200);
+}
+
+static void framing_verdicts(void **state)
+{
+    (void)state;
+    const char *why;
+    const char *zero[] = {"0"}, *zeros[] = {"000"}, *five[] = {"5"}, *two[] = {"0", "0"},
+               *list[] = {"4, 4"}, *empty[] = {""}, *neg[] = {"-1"};
+    assert_int_equal(hc_http_framing_verdict(NULL, 0, 0, &why), 0);
+    assert_int_equal(hc_http_framing_verdict(zero, 1, 0, &why), 0);
+    assert_int_equal(hc_http_framing_verdict(zeros, 1, 0, &why), 0);
+    assert_int_equal(hc_http_framing_verdict(NULL, 0, 1, &why), 400);
+    assert_int_equal(hc_http_framing_verdict(zero, 1, 1, &why), 400);
+    assert_non_null(why);
+    assert_int_equal(hc_http_framing_verdict(five, 1, 0, &why), 400);
+    assert_int_equal(hc_http_framing_verdict(two, 2, 0, &why), 400);
+    assert_int_equal(hc_http_framing_verdict(list, 1, 0, &why), 400);
+    assert_int_equal(hc_http_framing_verdict(empty, 1, 0, &why), 400);
+    assert_int_equal(hc_http_framing_verdict(neg, 1, 0, &why), 400);
+}
+
+/* A fake stage that accepts and then trickles a byte every 100 ms: a scrape with a 400 ms
+ * deadline gives up at about 400 ms, not at the first silence (there is none). */
+static void *trickler(void *opaque)
+{
+    int lfd = *(int *)opaque;
+    int fd = accept(lfd, NULL, NULL);
+    if (fd < 0) {
+        return NULL;
+    }
+    char buf[256];
+    (void)recv(fd, buf, sizeof(buf), 0);
+    static const char head[] = "HTTP/1.0 200 OK\r\nX: ";
+    (void)send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL);
+    for (int i = 0; i < 40; i++) {
+        if (send(fd, "a", 1, MSG_NOSIGNAL) != 1) {
+            break;
+        }
+        hc_sleep_ms(100);
+    }
+    close(fd);
+    return NULL;
+}
+
+static void scrape_has_a_whole_answer_deadline(void **state)
+{
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof(a);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, trickler, &lfd), 0);
+    char addr[64], errstr[256];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(a.sin_port));
+    char *text = NULL;
+    int64_t t0 = hc_now_ms();
+    assert_int_equal(hc_metrics_scrape_text_deadline(addr, 200, 400, &text, errstr, sizeof(errstr)),
+                     HC_ERR_TRANSIENT);
+    int64_t took = hc_now_ms() - t0;
+    assert_null(text);
+    print_message("a trickling stage: gave up after %lld ms (%s)\n", (long long)took, errstr);
+    assert_true(took >= 350 && took < 1000);
+    pthread_join(th, NULL);
+
+    /* a stage whose backlog is full never accepts: the connect deadline */
+    int hole = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in h = {.sin_family = AF_INET};
+    h.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t hlen = sizeof(h);
+    assert_int_equal(bind(hole, (struct sockaddr *)&h, sizeof(h)), 0);
+    assert_int_equal(listen(hole, 0), 0);
+    assert_int_equal(getsockname(hole, (struct sockaddr *)&h, &hlen), 0);
+    int fill[3];
+    for (int i = 0; i < 3; i++) {
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        (void)connect(fill[i], (struct sockaddr *)&h, sizeof(h));
+    }
+    hc_sleep_ms(50);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(h.sin_port));
+    t0 = hc_now_ms();
+    assert_int_equal(
+        hc_metrics_scrape_text_deadline(addr, 200, 5000, &text, errstr, sizeof(errstr)),
+        HC_ERR_TRANSIENT);
+    took = hc_now_ms() - t0;
+    print_message("an unreachable stage: gave up after %lld ms (%s)\n", (long long)took, errstr);
+    assert_true(took < 1000);
+    for (int i = 0; i < 3; i++) {
+        close(fill[i]);
+    }
+    close(hole);
+    close(lfd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -441,6 +717,11 @@ int main(void)
         cmocka_unit_test(empty_listen_turns_metrics_off),
         cmocka_unit_test(stop_and_restart_on_the_same_port),
         cmocka_unit_test(ipv6_loopback_is_served),
+        cmocka_unit_test(trickling_request_is_cut_at_its_deadline),
+        cmocka_unit_test(probes_get_in_while_slow_clients_hold_every_slot),
+        cmocka_unit_test_setup_teardown(ambiguous_framing_is_400_and_closes, setup, teardown),
+        cmocka_unit_test(framing_verdicts),
+        cmocka_unit_test(scrape_has_a_whole_answer_deadline),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hotcount/siphash.h"
 #include "hotcount/table.h"
+#include "old_hash.h"
 
 #define NONE HC_TS_NONE
 
@@ -220,6 +222,20 @@ static void add_rejects_overflow_and_changes_nothing(void **state)
     assert_int_equal(ent->delta, INT64_MIN);
     assert_int_equal(ent->events, 1);
     hc_table_destroy(tbl);
+}
+
+/* Ages of event timestamps (stage 2's latency): any int64 ts, never an overflow.
+ * Mutant caught: hc_ts_age_ms as a plain now - ts (UBSan aborts; wrapped, the ages go negative). */
+static void ts_age_saturates_for_any_ts(void **state)
+{
+    (void)state;
+    assert_int_equal(hc_ts_age_ms(1000, 250), 750);
+    assert_int_equal(hc_ts_age_ms(250, 1000), -750);
+    assert_int_equal(hc_ts_age_ms(1764590000000LL, INT64_MIN + 1), INT64_MAX);
+    assert_int_equal(hc_ts_age_ms(0, INT64_MIN + 1), INT64_MAX);
+    assert_int_equal(hc_ts_age_ms(-1, INT64_MIN + 1), INT64_MAX - 1);
+    assert_int_equal(hc_ts_age_ms(1764590000000LL, INT64_MAX), 1764590000000LL - INT64_MAX);
+    assert_int_equal(hc_ts_age_ms(-2, INT64_MAX), INT64_MIN);
 }
 
 static void keys_with_nul_bytes_are_distinct(void **state)
@@ -737,6 +753,76 @@ static void matches_naive_reference_over_random_ops(void **state)
     free(ref.ents);
 }
 
+/* Hash flooding: ids computed to share one home slot under the table's OLD unkeyed hash (what an
+ * attacker can do offline) must cost about what random ids cost. Measured in probes
+ * (hc_table_probes), not time, so the verdict does not depend on the machine's load. With the old
+ * hash the colliding ids cost ~N/2 probes each (N = 3000: ~1500x random); the bound is 3x. */
+#define FLOOD_IDS 3000
+#define FLOOD_BITS 13 /* 3000 keys -> 4096 entries -> 8192 slots at most: one home slot */
+
+static void table_resists_old_hash_collisions(void **state)
+{
+    (void)state;
+    static char ids[FLOOD_IDS][HC_COLLIDE_ID_MAX];
+    static size_t lens[FLOOD_IDS];
+    uint64_t counter = 0;
+    for (size_t i = 0; i < FLOOD_IDS; i++) {
+        lens[i] = hc_old_hash_next_colliding(&counter, FLOOD_BITS, ids[i]);
+        /* the generator's claim, checked: one home slot under the old hash */
+        assert_int_equal(hc_old_table_hash(ids[i], lens[i]) & ((1u << FLOOD_BITS) - 1), 0);
+    }
+    /* The old hash's cost on these ids, simulated with linear probing over 2^FLOOD_BITS slots. */
+    static unsigned char used[1u << FLOOD_BITS];
+    memset(used, 0, sizeof(used));
+    uint64_t old_probes = 0;
+    for (size_t i = 0; i < FLOOD_IDS; i++) {
+        size_t pos = hc_old_table_hash(ids[i], lens[i]) & ((1u << FLOOD_BITS) - 1);
+        old_probes++;
+        while (used[pos]) {
+            pos = (pos + 1) & ((1u << FLOOD_BITS) - 1);
+            old_probes++;
+        }
+        used[pos] = 1;
+    }
+
+    hc_table_t *flood = hc_table_new(FLOOD_IDS);
+    hc_table_t *random = hc_table_new(FLOOD_IDS);
+    assert_non_null(flood);
+    assert_non_null(random);
+    for (size_t i = 0; i < FLOOD_IDS; i++) {
+        char id[32];
+        int n =
+            snprintf(id, sizeof(id), "r%08lx", (unsigned long)((i * 2654435761u) ^ 0x5bd1e995u));
+        assert_int_equal(hc_table_add(flood, ids[i], lens[i], 1, 1, NONE, NONE), HC_OK);
+        assert_int_equal(hc_table_add(random, id, (size_t)n, 1, 1, NONE, NONE), HC_OK);
+    }
+    assert_int_equal(hc_table_count(flood), FLOOD_IDS);
+    uint64_t fp = hc_table_probes(flood), rp = hc_table_probes(random);
+    print_message("flood: %llu probes keyed, %llu under the old hash; random ids: %llu\n",
+                  (unsigned long long)fp, (unsigned long long)old_probes, (unsigned long long)rp);
+    assert_true(old_probes > 100 * rp); /* the stream really is a flood for the old hash */
+    assert_true(fp <= 3 * rp);
+    hc_table_destroy(flood);
+    hc_table_destroy(random);
+}
+
+/* SipHash-2-4's test vector from the paper (Appendix A): key 00..0f, message 00..0e. */
+static void siphash_matches_the_paper(void **state)
+{
+    (void)state;
+    hc_hash_key_t key = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+    unsigned char msg[15];
+    for (size_t i = 0; i < sizeof(msg); i++) {
+        msg[i] = (unsigned char)i;
+    }
+    assert_true(hc_siphash24(&key, msg, sizeof(msg)) == 0xa129ca6149be45e5ull);
+    /* one key for the whole process, and the keyed hash depends on it */
+    hc_hash_key_t a = hc_hash_process_key(), b = hc_hash_process_key();
+    assert_true(a.k0 == b.k0 && a.k1 == b.k1);
+    hc_hash_key_t other = {a.k0 ^ 1, a.k1};
+    assert_true(hc_siphash13(&a, "post", 4) != hc_siphash13(&other, "post", 4));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -747,6 +833,7 @@ int main(void)
         cmocka_unit_test(add_accepts_existing_key_when_full),
         cmocka_unit_test(add_rejects_new_key_when_full),
         cmocka_unit_test(add_rejects_overflow_and_changes_nothing),
+        cmocka_unit_test(ts_age_saturates_for_any_ts),
         cmocka_unit_test(keys_with_nul_bytes_are_distinct),
         cmocka_unit_test(keys_of_256_bytes_are_kept_whole),
         cmocka_unit_test(colliding_hashes_keep_keys_apart),
@@ -759,6 +846,8 @@ int main(void)
         cmocka_unit_test(huge_max_keys_allocates_lazily),
         cmocka_unit_test(memory_per_key_is_bounded),
         cmocka_unit_test(matches_naive_reference_over_random_ops),
+        cmocka_unit_test(table_resists_old_hash_collisions),
+        cmocka_unit_test(siphash_matches_the_paper),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,7 @@
 /* Layer: base. Listening sockets for hotcount's HTTP endpoints (metrics.listen, serve.listen),
  * opened by hotcount rather than by libmicrohttpd so that a bad address or a port in use is
- * reported with its cause and the config key, and so that port 0 (any free port) can be read back.
- */
+ * reported with its cause and the config key, and so that port 0 (any free port) can be read
+ * back. */
 #ifndef HOTCOUNT_LISTEN_H
 #define HOTCOUNT_LISTEN_H
 

@@ -1,10 +1,11 @@
 /* Layer: core. One likes.raw message: parse and validate, no I/O, no allocation.
  *
- * The rules are the contract's (CONTRACT.md, "Events"): a UTF-8 JSON object with a required
- * post_id (string of 1..256 bytes without control characters, or a non-negative integer counted
- * as its decimal string), optional user_id (string or integer), op ("like" | "unlike"), ts
- * (integer ms), event_id (string); unknown fields ignored (but still fully validated JSON);
- * duplicate keys, invalid UTF-8, trailing garbage and messages over max_bytes are invalid.
+ * The rules are the contract's (docs/FORMATS.md, "Events"): a UTF-8 JSON object with a required
+ * post_id (string of 1..256 bytes without control characters: C0, DEL, C1 U+0080..U+009F; or a
+ * non-negative integer counted as its decimal string), optional user_id (string or integer), op
+ * ("like" | "unlike"), ts (integer ms), event_id (string); unknown fields ignored (but still
+ * fully validated JSON); duplicate keys, invalid UTF-8, trailing garbage and messages over
+ * max_bytes are invalid.
  *
  * "JSON" is strict RFC 8259 for the whole message, unknown fields included: numbers of any
  * magnitude in unknown fields, nesting up to HC_EVENT_MAX_DEPTH, duplicate keys rejected at every
@@ -46,7 +47,9 @@ typedef enum hc_event_reason {
     HC_EVENT_MISSING_POST_ID,  /* "missing_post_id" */
     HC_EVENT_EMPTY_POST_ID,    /* "empty_post_id" */
     HC_EVENT_POST_ID_TOO_LONG, /* "post_id_too_long": over 256 bytes after unescaping */
-    HC_EVENT_POST_ID_CONTROL,  /* "post_id_control_char": a byte < 0x20 or 0x7f after unescaping */
+    HC_EVENT_POST_ID_CONTROL,  /* "post_id_control_char": a control character after unescaping:
+                                  C0 (a byte < 0x20), DEL (0x7f), or C1 (U+0080..U+009F, the
+                                  UTF-8 bytes C2 80..C2 9F) */
     HC_EVENT_BAD_POST_ID_TYPE, /* "bad_post_id_type": not a string or non-negative integer
                                   (negative, fraction, exponent, bool, null, array, object) */
     HC_EVENT_BAD_USER_ID_TYPE, /* "bad_user_id_type": not a string or integer */
@@ -81,5 +84,9 @@ hc_event_reason_t hc_event_parse(const char *buf, size_t len, size_t max_bytes, 
 /* Stable snake_case reason, e.g. "duplicate_key"; "ok" for HC_EVENT_OK, "unknown" for a value
  * outside the enum. Never NULL; static storage. */
 const char *hc_event_reason_str(hc_event_reason_t reason);
+
+/* The post_id rule on bytes already decoded (e.g. from a URL): 1..HC_POST_ID_MAX bytes of strict
+ * UTF-8 without a control character (C0, DEL, C1). What an event's string post_id may hold. */
+bool hc_post_id_valid(const char *id, size_t len);
 
 #endif

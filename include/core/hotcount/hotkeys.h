@@ -1,5 +1,5 @@
-/* Layer: core. Hot posts of one window: a space-saving top-K (Metwally, Agrawal, El Abbadi, 2005)
- * with hysteresis, for stage 1's "which posts are viral right now" metric and log lines.
+/* Layer: core. Hot posts of one window: a space-saving top-K (Metwally, Agrawal, El Abbadi,
+ * 2005) with hysteresis, for stage 1's "which posts are viral right now" metric and log lines.
  *
  * Space-saving keeps exactly k counters. An offer of a monitored post adds 1 to its counter; an
  * offer of any other post takes over the counter with the smallest count c, which becomes c + 1

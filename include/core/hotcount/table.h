@@ -14,8 +14,10 @@
  * doubling slack that is 80..160 bytes per key for 16-byte post ids (see hc_table_memory), on
  * top of a ~80 KiB base.
  *
- * Open addressing with linear probing on a power-of-two slot array kept <= 50% full; the hash is
- * per process (never persist hc_table_entry_t.hash).
+ * Open addressing with linear probing on a power-of-two slot array kept <= 50% full. The hash
+ * is SipHash-1-3 under a per-process random key (hotcount/siphash.h): post ids come from any
+ * producer, and ids that collide cannot be computed without the key (hash flooding). Per
+ * process: never persist hc_table_entry_t.hash.
  *
  * Not thread-safe: one owner thread. */
 #ifndef HOTCOUNT_TABLE_H
@@ -28,6 +30,17 @@
 #include "hotcount/err.h"
 
 #define HC_TS_NONE INT64_MIN /* ts_min/ts_max of an entry with no timestamped event */
+
+/* now_ms - ts_ms saturated to int64: the age of an event ts, which is any int64 a producer
+ * wrote (a ts of -2^63 + 1 must not overflow the latency arithmetic). Any thread. */
+static inline int64_t hc_ts_age_ms(int64_t now_ms, int64_t ts_ms)
+{
+    int64_t age;
+    if (__builtin_sub_overflow(now_ms, ts_ms, &age)) {
+        return ts_ms < 0 ? INT64_MAX : INT64_MIN;
+    }
+    return age;
+}
 
 typedef struct hc_table_entry {
     /* borrowed from the table's arena; not NUL-terminated; may contain NUL bytes; valid until
@@ -74,6 +87,10 @@ const hc_table_entry_t *hc_table_find(const hc_table_t *tbl, const char *post_id
 
 /* Empties the table, keeping its memory (and capacity): O(used) when few keys were used. */
 void hc_table_clear(hc_table_t *tbl);
+
+/* Slots examined by every hc_table_add so far (1 per add when nothing collides), never reset:
+ * the cost measure of the hash-flooding test. */
+uint64_t hc_table_probes(const hc_table_t *tbl);
 
 /* Bytes the table holds now, allocated capacity included (for the memory metrics and
  * benchmarks). */

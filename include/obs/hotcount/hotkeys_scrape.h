@@ -1,6 +1,7 @@
-/* Layer: obs. Reads stage 1's hot keys from its metrics endpoint, for `hotcount top --live --from`:
- * one HTTP/1.0 GET of /metrics over a plain loopback-or-LAN socket, then the
- * hotcount_hot_key_events_per_second{post_id="..."} samples. Blocking, any thread. */
+/* Layer: obs. Scrapes a stage's metrics endpoint: stage 1's hot keys (the
+ * hotcount_hot_key_events_per_second{post_id="..."} samples) for `hotcount top --live --from`,
+ * and the whole text for `hotcount serve`'s /v1/stats. One HTTP/1.0 GET of /metrics over a plain
+ * loopback-or-LAN socket, within a deadline. Blocking, any thread. */
 #ifndef HOTCOUNT_HOTKEYS_SCRAPE_H
 #define HOTCOUNT_HOTKEYS_SCRAPE_H
 
@@ -16,7 +17,10 @@ typedef struct hc_scraped_hotkey {
 } hc_scraped_hotkey_t;
 
 /* addr is "host:port". Fills up to max entries in the order served (the endpoint sorts them
- * hottest first). HC_ERR_TRANSIENT when the endpoint cannot be reached or answers badly. */
+ * hottest first). HC_ERR_TRANSIENT when the endpoint cannot be reached or answers badly, or
+ * not wholly within timeout_ms (one deadline for connect, request and answer, whatever the
+ * endpoint trickles). A rate that is not a finite number >= 0 is skipped; one above 1e15 is
+ * clamped to 1e15. */
 hc_err_t hc_hotkeys_scrape(const char *addr, int timeout_ms, hc_scraped_hotkey_t *out, size_t max,
                            size_t *count, char *errstr, size_t errstr_size);
 
@@ -26,5 +30,11 @@ hc_err_t hc_hotkeys_scrape(const char *addr, int timeout_ms, hc_scraped_hotkey_t
 hc_err_t hc_metrics_scrape_text(const char *addr, int timeout_ms, char **text, char *errstr,
                                 size_t errstr_size);
 size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max);
+
+/* hc_metrics_scrape_text with a separate connect deadline: the connection must be up within
+ * connect_ms and the whole answer in within total_ms of the call (DNS resolution of a host name
+ * is not bounded by either: give addresses). */
+hc_err_t hc_metrics_scrape_text_deadline(const char *addr, int connect_ms, int total_ms,
+                                         char **text, char *errstr, size_t errstr_size);
 
 #endif

@@ -5,9 +5,12 @@
  *   GET /readyz   200 "ready" or 503 "not ready" (hc_metrics_is_ready)
  *   other paths   404; methods other than GET and HEAD: 405 with "Allow: GET, HEAD"
  *
- * At most 64 connections at once, each closed after 10 s idle, so a misbehaving scraper cannot
- * pin the process. Requests are served on the server's own thread, which only reads the
- * metrics. */
+ * Connection discipline (http_guard.h, hc_metrics_http_default_limits): at most 64 connections
+ * at once plus 8 reserved for probes with a 1 s deadline, 16 from one address, each request
+ * (headers in, answer out) within 10 s whatever the client trickles, and a request that carries
+ * or announces a body (Transfer-Encoding, Content-Length > 0, two Content-Lengths) answered 400
+ * with the connection closed; so a slow or hostile client cannot take /healthz down. Requests
+ * are served on the server's own thread, which only reads the metrics. */
 #ifndef HOTCOUNT_METRICS_HTTP_H
 #define HOTCOUNT_METRICS_HTTP_H
 
@@ -15,6 +18,7 @@
 #include <stdint.h>
 
 #include "hotcount/err.h"
+#include "hotcount/http_guard.h"
 #include "hotcount/metrics.h"
 
 typedef struct hc_metrics_http hc_metrics_http_t;
@@ -27,6 +31,12 @@ typedef struct hc_metrics_http hc_metrics_http_t;
  * HC_ERR_FATAL when the server cannot start. Call from the owning thread. */
 hc_err_t hc_metrics_http_start(const char *listen_addr, hc_metrics_t *m, int64_t flush_ms,
                                hc_metrics_http_t **out, char *errstr, size_t errstr_size);
+
+/* The same with other connection limits (tests use small ones). */
+hc_err_t hc_metrics_http_start_limits(const char *listen_addr, hc_metrics_t *m, int64_t flush_ms,
+                                      const hc_http_limits_t *limits, hc_metrics_http_t **out,
+                                      char *errstr, size_t errstr_size);
+extern const hc_http_limits_t hc_metrics_http_default_limits;
 
 /* The bound TCP port (the real one when started with port 0). */
 int hc_metrics_http_port(const hc_metrics_http_t *http);

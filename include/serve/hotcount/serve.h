@@ -2,17 +2,24 @@
  *
  *   GET /v1/likes/{post_id}  {"post_id":"…","likes":N,"as_of":ms}; 0 likes for an unknown post;
  *                            404 for a post id no event could carry (after URL-decoding: not
- *                            1..256 bytes, a control byte < 0x20 or 0x7f, invalid UTF-8)
+ *                            1..256 bytes, a control character (C0, DEL, C1), invalid UTF-8)
  *   GET /v1/likes?ids=a,b,c  a JSON array of such objects, in the order asked; each id
  *                            URL-decoded after splitting at literal commas (%2C is part of an
  *                            id); 400 when ids is missing, empty, has a malformed id, or more
  *                            than serve.max.ids of them
  *   GET /v1/top?n=N          the N (default 10, 1..serve.top.max, else 400) largest counts as a
  *                            JSON array of the same objects, largest first
- *   GET /v1/stats            the stages' metrics summed (serve_stats.h); polled by the page
+ *   GET /v1/stats            the stages' metrics summed (serve_stats.h): the last good sample of
+ *                            each, scraped by a background thread, never on a request; polled
+ *                            by the page
  *   GET /                    the live page (web/live.html, compiled in)
  *   GET /metrics, /healthz   serve's own Prometheus metrics; 200 "ok"
- *   other methods: 405 with "Allow: GET, HEAD"; other paths: 404; store down: 503
+ *   other methods: 405 with "Allow: GET, HEAD"; other paths: 404; store down: 503; a request
+ *   with a body, a Transfer-Encoding or two Content-Lengths: 400 and the connection closed
+ *
+ * Connection discipline (http_guard.h): serve.max.connections (+16 reserved with a 1 s deadline,
+ * fair-share eviction at the limit), serve.max.connections.per.ip, and a whole-request deadline
+ * serve.request.timeout.ms; the listen backlog is 512.
  *
  * Freshness and HTTP caching: every count comes through an hc_serve_cache (serve_cache.h) with
  * TTL serve.ttl.ms and request coalescing, so each post costs at most one store read per TTL
