@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # with-store.sh KIND COMMAND...: runs COMMAND with HC_TEST_STORE_URI set to the harness's store
-# of that kind (a fresh SQLite file for sqlite).
+# of that kind (a fresh SQLite file for sqlite, tables of its own for dynamodb).
 set -euo pipefail
-kind=${1:?usage: with-store.sh sqlite|redis|postgresql COMMAND...}
+kind=${1:?usage: with-store.sh sqlite|redis|postgresql|dynamodb COMMAND...}
 shift
 case "$kind" in
 sqlite)
@@ -12,5 +12,17 @@ sqlite)
     ;;
 redis) HC_TEST_STORE_URI="${HC_TEST_REDIS_URI:?run under tests/harness/with-servers}" exec "$@" ;;
 postgresql) HC_TEST_STORE_URI="${HC_TEST_PG_URI:?run under tests/harness/with-servers}" exec "$@" ;;
+dynamodb)
+    # Tables of this run's own (a unique prefix), dropped afterwards. The server is moto's, an
+    # emulator: ~0.1 s per 100-action transaction, so the large-batch test runs with fewer
+    # posts (still dozens of parts) unless HC_TEST_LARGE_BATCH says otherwise.
+    uri=${HC_TEST_DYNAMODB_URI:?run under tests/harness/with-servers --dynamodb}
+    prefix="hct$$_$(date +%s)_"
+    region=${uri#dynamodb://}
+    region=${region%%/*}
+    trap '"$HC_TEST_DYNAMODB_CTL" drop-tables "$prefix" || true' EXIT
+    HC_TEST_LARGE_BATCH=${HC_TEST_LARGE_BATCH:-5000} \
+        HC_TEST_STORE_URI="dynamodb://$region/$prefix?${uri#*\?}" "$@"
+    ;;
 *) echo "with-store.sh: unknown store kind $kind" >&2; exit 2 ;;
 esac

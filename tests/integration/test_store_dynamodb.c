@@ -1,0 +1,454 @@
+/* The DynamoDB store's multi-part protocol (docs/DYNAMODB.md), against the DynamoDB-API server
+ * named by HC_TEST_STORE_URI (tests/integration/with-store.sh dynamodb: moto's server, an
+ * emulator). Unset is a failure, not a skip.
+ *
+ * The fault seam of src/store/store_dynamodb.h cuts batches into small parts (3 deltas) and
+ * breaks into the protocol: a crash between parts, a stale owner whose part goes out after a new
+ * owner finished the batch, a part sent twice. Each test checks every count and the offset
+ * afterwards: each delta counted exactly once, the offset moved only with the whole batch. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka.h needs the four above first; the blank line keeps clang-format from sorting it up. */
+
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hotcount/config.h"
+#include "hotcount/store.h"
+#include "store_dynamodb.h"
+
+#define TOPIC "likes.partials"
+#define NPOSTS 10 /* 4 parts of 3, 3, 3 and 1 */
+#define PART 3
+
+static const char *store_uri;
+static char run_id[48];
+static int test_seq;
+
+typedef struct fixture {
+    hc_config_t cfg;
+    char group[128];
+    char ids[NPOSTS][96];
+    hc_store_delta_t d[NPOSTS];
+    hc_store_offset_t off;
+    hc_store_batch_t b;
+    int64_t totals[NPOSTS];
+    char errstr[512];
+} fixture_t;
+
+static hc_store_t *open_store(fixture_t *fx)
+{
+    hc_store_t *st = NULL;
+    hc_err_t err = hc_store_open(&fx->cfg, &st, fx->errstr, sizeof(fx->errstr));
+
+    if (err != HC_OK) {
+        fail_msg("open: %s: %s", hc_err_name(err), fx->errstr);
+    }
+    return st;
+}
+
+static int setup(void **state)
+{
+    fixture_t *fx = calloc(1, sizeof(*fx));
+    char errstr[256];
+    hc_store_t *st;
+    int n = ++test_seq;
+    int i;
+
+    assert_non_null(fx);
+    assert_int_equal(hc_config_init(&fx->cfg), HC_OK);
+    assert_int_equal(hc_config_set(&fx->cfg, "store", store_uri, errstr, sizeof(errstr)), HC_OK);
+    snprintf(fx->group, sizeof(fx->group), "hcddb-%s-%d", run_id, n);
+    for (i = 0; i < NPOSTS; i++) {
+        snprintf(fx->ids[i], sizeof(fx->ids[i]), "%s/%d/post-%02d", run_id, n, i);
+        fx->d[i] = (hc_store_delta_t){fx->ids[i], strlen(fx->ids[i]), i + 1};
+    }
+    fx->off = (hc_store_offset_t){.partition = 0, .expected = HC_OFFSET_NONE, .next = 10};
+    fx->b = (hc_store_batch_t){.group = fx->group,
+                               .topic = TOPIC,
+                               .offsets = &fx->off,
+                               .offset_count = 1,
+                               .deltas = fx->d,
+                               .delta_count = NPOSTS,
+                               .now_ms = 1700000000000LL};
+    st = open_store(fx);
+    if (hc_store_init_schema(st, fx->errstr, sizeof(fx->errstr)) != HC_OK) {
+        fail_msg("init: %s", fx->errstr);
+    }
+    hc_store_close(st);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *fx = *state;
+
+    hc_config_fini(&fx->cfg);
+    free(fx);
+    return 0;
+}
+
+/* Every post's count equals its delta times `times`. */
+static void assert_counts(fixture_t *fx, hc_store_t *st, int times)
+{
+    const char *ids[NPOSTS];
+    size_t lens[NPOSTS];
+    int64_t likes[NPOSTS];
+    int i;
+
+    for (i = 0; i < NPOSTS; i++) {
+        ids[i] = fx->ids[i];
+        lens[i] = strlen(fx->ids[i]);
+    }
+    assert_int_equal(hc_store_get(st, ids, lens, NPOSTS, likes, fx->errstr, sizeof(fx->errstr)),
+                     HC_OK);
+    for (i = 0; i < NPOSTS; i++) {
+        if (likes[i] != (int64_t)(i + 1) * times) {
+            fail_msg("post %d: %lld likes, want %lld", i, (long long)likes[i],
+                     (long long)(i + 1) * times);
+        }
+    }
+}
+
+static void peek(fixture_t *fx, hc_store_t *st, int64_t *offset, int64_t *parts_done)
+{
+    hc_err_t err = hc_store_dynamodb_test_peek(st, fx->group, TOPIC, 0, offset, parts_done,
+                                               fx->errstr, sizeof(fx->errstr));
+
+    if (err != HC_OK) {
+        fail_msg("peek: %s: %s", hc_err_name(err), fx->errstr);
+    }
+}
+
+/* The first two parts (posts 0..5) landed, the rest did not, the offset has not moved. */
+static void crash_after_two_parts(fixture_t *fx, hc_store_t *st)
+{
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART, .crash_after_parts = 2};
+    const char *ids[NPOSTS];
+    size_t lens[NPOSTS];
+    int64_t likes[NPOSTS];
+    int64_t offset;
+    int64_t done;
+    int i;
+
+    hc_store_dynamodb_set_test_hooks(st, &hooks);
+    assert_int_equal(hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)), HC_ERR_TRANSIENT);
+    hc_store_dynamodb_set_test_hooks(st, NULL);
+    for (i = 0; i < NPOSTS; i++) {
+        ids[i] = fx->ids[i];
+        lens[i] = strlen(fx->ids[i]);
+    }
+    assert_int_equal(hc_store_get(st, ids, lens, NPOSTS, likes, fx->errstr, sizeof(fx->errstr)),
+                     HC_OK);
+    for (i = 0; i < NPOSTS; i++) {
+        assert_int_equal(likes[i], i < 2 * PART ? i + 1 : 0);
+    }
+    peek(fx, st, &offset, &done);
+    assert_true(offset == HC_OFFSET_NONE); /* offsets move only with the whole batch */
+    assert_int_equal(done, 2);
+}
+
+/* A retry of the same batch by the same kind of owner (same split) finishes it: the parts that
+ * landed are not applied again, the totals are those the batch left. */
+static void retry_finishes_half_applied_batch(void **state)
+{
+    fixture_t *fx = *state;
+    hc_store_t *dead = open_store(fx);
+    hc_store_t *next = open_store(fx);
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART};
+    int64_t offset;
+    int64_t done;
+    int i;
+
+    crash_after_two_parts(fx, dead);
+    hc_store_close(dead);
+
+    hc_store_dynamodb_set_test_hooks(next, &hooks);
+    fx->b.totals_out = fx->totals;
+    if (hc_store_apply(next, &fx->b, fx->errstr, sizeof(fx->errstr)) != HC_OK) {
+        fail_msg("apply: %s", fx->errstr);
+    }
+    for (i = 0; i < NPOSTS; i++) {
+        assert_int_equal(fx->totals[i], i + 1);
+    }
+    assert_counts(fx, next, 1);
+    peek(fx, next, &offset, &done);
+    assert_int_equal(offset, 10);
+    assert_int_equal(done, -1);
+
+    /* The same batch once more: a conflict, not a second count. */
+    assert_int_equal(hc_store_apply(next, &fx->b, fx->errstr, sizeof(fx->errstr)), HC_ERR_CONFLICT);
+    assert_counts(fx, next, 1);
+    hc_store_close(next);
+}
+
+/* A new owner that cuts the re-read partials differently (here: the default part size, so a
+ * different batch id) finishes the dead owner's batch from the staged parts, then loses its own
+ * compare-and-set: stage 2 re-reads the offset and moves on. Exactly once either way. */
+static void new_owner_finishes_dead_owners_batch(void **state)
+{
+    fixture_t *fx = *state;
+    hc_store_t *dead = open_store(fx);
+    hc_store_t *owner = open_store(fx);
+    int32_t part = 0;
+    int64_t stored = 0;
+
+    crash_after_two_parts(fx, dead);
+    hc_store_close(dead);
+
+    assert_int_equal(hc_store_apply(owner, &fx->b, fx->errstr, sizeof(fx->errstr)),
+                     HC_ERR_CONFLICT);
+    assert_counts(fx, owner, 1);
+    assert_int_equal(hc_store_read_offsets(owner, fx->group, TOPIC, &part, 1, &stored, NULL, 0),
+                     HC_OK);
+    assert_int_equal(stored, 10);
+    hc_store_close(owner);
+}
+
+/* read_offsets (stage 2 on every assignment, verify while it polls) leaves a batch in flight
+ * alone: it reports the offsets from before the batch (they have not moved) and does not race
+ * the owner, whose retry then finishes the batch as its own (HC_OK, not a conflict). */
+static void read_offsets_leaves_batch_in_flight(void **state)
+{
+    fixture_t *fx = *state;
+    hc_store_t *owner = open_store(fx);
+    hc_store_t *reader = open_store(fx);
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART};
+    int32_t part = 0;
+    int64_t stored = 0;
+    int64_t offset;
+    int64_t done;
+
+    crash_after_two_parts(fx, owner);
+    assert_int_equal(hc_store_read_offsets(reader, fx->group, TOPIC, &part, 1, &stored, NULL, 0),
+                     HC_OK);
+    assert_true(stored == HC_OFFSET_NONE);
+    peek(fx, reader, &offset, &done);
+    assert_int_equal(done, 2);
+
+    hc_store_dynamodb_set_test_hooks(owner, &hooks);
+    if (hc_store_apply(owner, &fx->b, fx->errstr, sizeof(fx->errstr)) != HC_OK) {
+        fail_msg("apply: %s", fx->errstr);
+    }
+    assert_counts(fx, reader, 1);
+    assert_int_equal(hc_store_read_offsets(reader, fx->group, TOPIC, &part, 1, &stored, NULL, 0),
+                     HC_OK);
+    assert_int_equal(stored, 10);
+    hc_store_close(owner);
+    hc_store_close(reader);
+}
+
+/* A stale owner (a zombie) is paused before its part 2; meanwhile the new owner applies the
+ * same batch and finishes it. The zombie's part then goes out and fails its condition: its
+ * apply is a conflict and nothing is counted twice. */
+typedef struct zombie_ctx {
+    fixture_t *fx;
+    hc_store_t *owner;
+    bool fired;
+    hc_err_t owner_err;
+} zombie_ctx_t;
+
+static void let_owner_finish(void *opaque, size_t part)
+{
+    zombie_ctx_t *z = opaque;
+
+    if (part == 2 && !z->fired) {
+        z->fired = true;
+        z->owner_err = hc_store_apply(z->owner, &z->fx->b, NULL, 0);
+    }
+}
+
+static void stale_owners_part_is_refused(void **state)
+{
+    fixture_t *fx = *state;
+    hc_store_t *zombie = open_store(fx);
+    zombie_ctx_t z = {.fx = fx, .owner = open_store(fx)};
+    hc_ddb_test_hooks_t zhooks = {
+        .part_deltas = PART, .before_part = let_owner_finish, .opaque = &z};
+    hc_ddb_test_hooks_t ohooks = {.part_deltas = PART};
+    int64_t offset;
+    int64_t done;
+
+    hc_store_dynamodb_set_test_hooks(zombie, &zhooks);
+    hc_store_dynamodb_set_test_hooks(z.owner, &ohooks);
+    assert_int_equal(hc_store_apply(zombie, &fx->b, fx->errstr, sizeof(fx->errstr)),
+                     HC_ERR_CONFLICT);
+    assert_true(z.fired);
+    assert_int_equal(z.owner_err, HC_OK);
+    assert_counts(fx, z.owner, 1);
+    peek(fx, z.owner, &offset, &done);
+    assert_int_equal(offset, 10);
+    assert_int_equal(done, -1);
+    hc_store_close(zombie);
+    hc_store_close(z.owner);
+}
+
+/* Every part transaction is sent twice (a retry after a lost reply): counted once. */
+static void resent_part_counts_once(void **state)
+{
+    fixture_t *fx = *state;
+    hc_store_t *st = open_store(fx);
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART, .resend_parts = true};
+    int64_t offset;
+    int64_t done;
+
+    hc_store_dynamodb_set_test_hooks(st, &hooks);
+    if (hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)) != HC_OK) {
+        fail_msg("apply: %s", fx->errstr);
+    }
+    assert_counts(fx, st, 1);
+    peek(fx, st, &offset, &done);
+    assert_int_equal(offset, 10);
+    assert_int_equal(done, -1);
+
+    /* And the next batch of the group goes through as usual. */
+    fx->off.expected = 10;
+    fx->off.next = 20;
+    if (hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)) != HC_OK) {
+        fail_msg("apply: %s", fx->errstr);
+    }
+    assert_counts(fx, st, 2);
+    hc_store_close(st);
+}
+
+/* A stale multi-part batch loses before it changes anything; the right one then applies. */
+static void stale_split_batch_changes_nothing(void **state)
+{
+    fixture_t *fx = *state;
+    hc_store_t *st = open_store(fx);
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART};
+    int64_t offset;
+    int64_t done;
+
+    hc_store_dynamodb_set_test_hooks(st, &hooks);
+    fx->off.expected = 5; /* nothing stored: stale */
+    assert_int_equal(hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)), HC_ERR_CONFLICT);
+    assert_counts(fx, st, 0);
+    peek(fx, st, &offset, &done);
+    assert_true(offset == HC_OFFSET_NONE);
+    assert_int_equal(done, -1);
+    fx->off.expected = HC_OFFSET_NONE;
+    if (hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)) != HC_OK) {
+        fail_msg("apply: %s", fx->errstr);
+    }
+    assert_counts(fx, st, 1);
+    hc_store_close(st);
+}
+
+/* A split batch over several partitions, some first seen, moves each of them; so does the
+ * next one, which starts where the first left them. */
+static void split_batch_moves_every_partition(void **state)
+{
+    fixture_t *fx = *state;
+    hc_store_t *st = open_store(fx);
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART};
+    hc_store_offset_t offs[] = {
+        {.partition = 3, .expected = HC_OFFSET_NONE, .next = 7},
+        {.partition = 1, .expected = HC_OFFSET_NONE, .next = 4},
+        {.partition = 0, .expected = HC_OFFSET_NONE, .next = 0},
+    };
+    int32_t parts[] = {0, 1, 3};
+    int64_t got[3];
+    hc_err_t err;
+
+    hc_store_dynamodb_set_test_hooks(st, &hooks);
+    fx->b.offsets = offs;
+    fx->b.offset_count = 3;
+    err = hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr));
+    if (err != HC_OK) {
+        fail_msg("apply: %s: %s", hc_err_name(err), fx->errstr);
+    }
+    offs[0].expected = 7;
+    offs[0].next = 9;
+    offs[1].expected = 4;
+    offs[2].expected = 0;
+    offs[2].next = 3;
+    err = hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr));
+    if (err != HC_OK) {
+        fail_msg("apply: %s: %s", hc_err_name(err), fx->errstr);
+    }
+    assert_counts(fx, st, 2);
+    assert_int_equal(hc_store_read_offsets(st, fx->group, TOPIC, parts, 3, got, NULL, 0), HC_OK);
+    assert_int_equal(got[0], 3);
+    assert_int_equal(got[1], 4);
+    assert_int_equal(got[2], 9);
+    hc_store_close(st);
+}
+
+/* Credentials never appear in a message: neither in an unknown-parameter refusal nor in the
+ * error of a server that does not answer. */
+static void errors_never_show_credentials(void **state)
+{
+    fixture_t *fx = *state;
+    const char *secret = "hc-test-secret-Zq8x";
+    char *saved = getenv("AWS_SECRET_ACCESS_KEY") ? strdup(getenv("AWS_SECRET_ACCESS_KEY")) : NULL;
+    hc_config_t cfg;
+    hc_store_t *st = NULL;
+    char errstr[512];
+    int32_t part = 0;
+    int64_t off;
+    hc_err_t err;
+
+    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_set(&cfg, "store",
+                                   "dynamodb://us-east-1/x_?password=hc-test-secret-Zq8x", errstr,
+                                   sizeof(errstr)),
+                     HC_OK);
+    assert_int_equal(hc_store_open(&cfg, &st, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_null(strstr(errstr, secret));
+    assert_non_null(strstr(errstr, "password")); /* the name, so the user sees what is wrong */
+
+    /* Port 1 on loopback: nothing listens, every attempt is refused. */
+    assert_int_equal(hc_config_set(&cfg, "store",
+                                   "dynamodb://us-east-1/x_?endpoint=http://127.0.0.1:1", errstr,
+                                   sizeof(errstr)),
+                     HC_OK);
+    assert_int_equal(hc_store_open(&cfg, &st, errstr, sizeof(errstr)), HC_OK);
+    err = hc_store_read_offsets(st, fx->group, TOPIC, &part, 1, &off, errstr, sizeof(errstr));
+    assert_int_equal(err, HC_ERR_TRANSIENT);
+    assert_null(strstr(errstr, secret));
+    assert_null(strstr(errstr, "AKIA"));
+    hc_store_close(st);
+    hc_config_fini(&cfg);
+    if (saved != NULL) {
+        setenv("AWS_SECRET_ACCESS_KEY", saved, 1);
+        free(saved);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(retry_finishes_half_applied_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(new_owner_finishes_dead_owners_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(read_offsets_leaves_batch_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(stale_owners_part_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(resent_part_counts_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(stale_split_batch_changes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(split_batch_moves_every_partition, setup, teardown),
+        cmocka_unit_test_setup_teardown(errors_never_show_credentials, setup, teardown),
+    };
+    struct timespec now;
+
+    store_uri = getenv("HC_TEST_STORE_URI");
+    if (store_uri == NULL || strncmp(store_uri, "dynamodb://", 11) != 0) {
+        fprintf(stderr, "test_store_dynamodb: HC_TEST_STORE_URI must name a dynamodb:// store; "
+                        "run it through tests/integration/with-store.sh dynamodb. Not "
+                        "skipping: that would be a pass.\n");
+        return 1;
+    }
+    clock_gettime(CLOCK_REALTIME, &now);
+    snprintf(run_id, sizeof(run_id), "%x-%lx-%lx", (unsigned int)getpid(), (long)now.tv_sec,
+             (long)now.tv_nsec);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
