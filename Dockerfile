@@ -1,8 +1,11 @@
 # syntax=docker/dockerfile:1
 #
 # hotcount container image: a build stage with Debian 12's toolchain and -dev packages, and a
-# runtime stage with only the shared libraries the binary links (the same Debian 12 versions the
-# tests run against: librdkafka 2.0.2, libpq 15, hiredis 0.14, libmicrohttpd 0.9.75).
+# runtime stage with only the shared libraries the binary links. As on a developer's machine
+# (tools/install-deps, HC_DEPS=debian-testing), librdkafka and hiredis are built in the build
+# stage from Debian testing's source packages (librdkafka 2.14, hiredis 1.2) and copied into the
+# runtime stage; the rest are Debian 12's (libpq 15, libmicrohttpd 0.9.75, jansson, SQLite,
+# jemalloc).
 #
 #   docker build -t hotcount:local .
 #   docker run --rm hotcount:local config            # every configuration key
@@ -15,16 +18,24 @@
 ############################ build ############################
 FROM debian:12 AS build
 
-# The build dependencies of tools/install-deps --build. libcmocka-dev is needed only because
-# CMakeLists.txt finds it unconditionally; no test is built here.
+# The build dependencies of tools/install-deps --build (tests/deploy/check_deploy.py compares
+# the two lists), so that its own apt-get step finds nothing missing. libcmocka-dev is needed
+# only because CMakeLists.txt finds it unconditionally; no test is built here.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         build-essential cmake ninja-build pkg-config \
-        librdkafka-dev libjansson-dev libsqlite3-dev libhiredis-dev libpq-dev \
-        libmicrohttpd-dev libcmocka-dev libjemalloc-dev \
+        libjansson-dev libsqlite3-dev libpq-dev libcmocka-dev libjemalloc-dev libmicrohttpd-dev \
+        dpkg-dev libssl-dev libsasl2-dev zlib1g-dev libzstd-dev liblz4-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
+# librdkafka and hiredis from Debian testing's source packages, as tools/install-deps builds
+# them (tools/debian-source: a deb-src entry for testing, apt-get source, the upstream build),
+# into /opt/hotcount; CMake links them with an rpath there.
+ENV HC_CACHE_DIR=/opt/hotcount
+COPY tools/install-deps tools/debian-source tools/
+RUN tools/install-deps --build \
+ && rm -rf /opt/hotcount/apt-testing /opt/hotcount/*.log /opt/hotcount/*.lock
 # .dockerignore admits only what the build reads; CMake wants every listed source (tests and
 # benchmarks included) to exist when it configures, so tests/ and bench/ come along.
 COPY CMakeLists.txt ./
@@ -39,19 +50,28 @@ COPY bench/ bench/
 RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHC_WERROR=OFF \
  && cmake --build build --target hotcount \
  && install -m 0755 build/hotcount /usr/local/bin/hotcount \
- && /usr/local/bin/hotcount --help >/dev/null
+ && /usr/local/bin/hotcount --version
+# The source-built libraries' shared objects only (no headers, archives or pkg-config files), at
+# the paths the binary's rpath names.
+RUN mkdir -p /runtime/opt/hotcount \
+ && for lib in /opt/hotcount/*/lib; do \
+        mkdir -p "/runtime$lib" && cp -a "$lib"/*.so.* "/runtime$lib/"; \
+    done
 
 ############################ runtime ############################
 FROM debian:12-slim AS runtime
 
 # Runtime libraries only (tests/deploy/check_deploy.py checks that every library the binary
-# links comes from one of these). ca-certificates: for kafka.security.protocol=SSL/SASL_SSL and
-# PostgreSQL sslmode=verify-full.
+# and the source-built libraries link comes from one of these): Debian 12's, and those that
+# librdkafka 2.14 links (TLS, SASL, zstd, lz4, zlib, curl). ca-certificates: for
+# kafka.security.protocol=SSL/SASL_SSL and PostgreSQL sslmode=verify-full.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        librdkafka1 libjansson4 libsqlite3-0 libhiredis0.14 libpq5 libmicrohttpd12 libjemalloc2 \
+        libjansson4 libsqlite3-0 libpq5 libmicrohttpd12 libjemalloc2 \
+        libssl3 libsasl2-2 libzstd1 liblz4-1 zlib1g libcurl4 \
         ca-certificates \
  && rm -rf /var/lib/apt/lists/*
+COPY --from=build /runtime/opt/hotcount/ /opt/hotcount/
 
 # A fixed, numeric, unprivileged user: Kubernetes' runAsNonRoot can only verify a numeric USER,
 # and the k8s manifests use the same uid/gid (10001). /var/lib/hotcount is its working

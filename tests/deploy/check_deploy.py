@@ -418,6 +418,39 @@ def which(tool):
     return shutil.which(tool)
 
 
+# Per source package that tools/install-deps can build from Debian testing (its hc_source_deps
+# line, HC_DEPS=debian-testing): Debian 12's runtime package of that library, and the runtime
+# packages the source build links.
+SOURCE_BUILDS = {
+    "librdkafka": ("librdkafka1", {"libssl3", "libsasl2-2", "libzstd1", "liblz4-1", "zlib1g",
+                                   "libcurl4"}),
+    "hiredis": ("libhiredis0.14", set()),
+    "libmicrohttpd": ("libmicrohttpd12", set()),
+}
+
+
+def install_deps_default():
+    """The default of tools/install-deps' HC_DEPS switch (its `: "${HC_DEPS:=...}"` line)."""
+    with open(repo("tools", "install-deps"), encoding="utf-8") as f:
+        m = re.search(r'^: "\$\{HC_DEPS:=([a-z-]+)\}"', f.read(), re.M)
+    return m.group(1) if m else "system"
+
+
+def install_deps_source_builds():
+    """The source packages of tools/install-deps' hc_source_deps line."""
+    with open(repo("tools", "install-deps"), encoding="utf-8") as f:
+        m = re.search(r'^hc_source_deps="([^"]*)"', f.read(), re.M)
+    return [e.split(":", 1)[0] for e in (m.group(1).split() if m else [])]
+
+
+def install_deps_packages():
+    """The Debian packages of tools/install-deps --build, for its default HC_DEPS."""
+    env = {k: v for k, v in os.environ.items() if k != "HC_DEPS"}
+    out = subprocess.run([repo("tools", "install-deps"), "--build", "--print-packages"],
+                         capture_output=True, text=True, env=env, timeout=60, check=True).stdout
+    return out.split()
+
+
 def run_tool(cmd, cwd=None, timeout=120):
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=timeout)
     return p.returncode, (p.stdout + p.stderr).strip()
@@ -677,6 +710,8 @@ def check_compose(rep, docs, hotcount):
 
 def check_dockerfile(rep, hotcount):
     path = repo("Dockerfile")
+    cache_dir = None  # where the build stage puts the source-built libraries
+    system_only = set()  # Debian 12's packages of the libraries the image builds from source
     with rep.check("Dockerfile: stages, packages, user, port, health check, entry point"):
         with open(path, encoding="utf-8") as f:
             raw = f.read()
@@ -724,14 +759,36 @@ def check_dockerfile(rep, hotcount):
             return pkgs
 
         build, runtime = stages[0], stages[-1]
-        want_build = {"build-essential", "cmake", "ninja-build", "pkg-config", "librdkafka-dev",
-                      "libjansson-dev", "libsqlite3-dev", "libhiredis-dev", "libpq-dev",
-                      "libmicrohttpd-dev", "libcmocka-dev", "libjemalloc-dev"}
-        want_runtime = {"librdkafka1", "libjansson4", "libsqlite3-0", "libhiredis0.14", "libpq5",
-                        "libmicrohttpd12", "libjemalloc2", "ca-certificates"}
+        # The build stage installs what tools/install-deps --build would (for its default
+        # HC_DEPS), so that install-deps, which it runs, installs nothing more.
+        want_build = set(install_deps_packages())
+        deps_mode = install_deps_default()
+        want_runtime = {"libjansson4", "libsqlite3-0", "libpq5", "libjemalloc2", "ca-certificates"}
+        built = install_deps_source_builds() if deps_mode == "debian-testing" else []
+        system_only.update(SOURCE_BUILDS[b][0] for b in built if b in SOURCE_BUILDS)
+        for name, (system_pkg, runtime_of_build) in SOURCE_BUILDS.items():
+            # a source build brings the runtime packages it links, and is copied itself
+            want_runtime |= runtime_of_build if name in built else {system_pkg}
         missing = want_build - apt_packages(build)
         if missing:
-            rep.fail(path, f"build stage does not install {', '.join(sorted(missing))}")
+            rep.fail(path, f"build stage does not install {', '.join(sorted(missing))} "
+                           f"(tools/install-deps --build --print-packages)")
+        cache_dir = None
+        if deps_mode == "debian-testing":
+            envs = [a for o, a in build["instrs"] if o == "ENV" and a.startswith("HC_CACHE_DIR")]
+            if envs:
+                cache_dir = re.split(r"[= ]", envs[-1], maxsplit=1)[1].strip().rstrip("/")
+            build_runs_all = " ".join(a for o, a in build["instrs"] if o == "RUN")
+            if not cache_dir:
+                rep.fail(path, "build stage sets no ENV HC_CACHE_DIR for the source-built libraries")
+            if not re.search(r"(^|\s)tools/install-deps --build\b", build_runs_all):
+                rep.fail(path, "build stage does not run tools/install-deps --build (HC_DEPS="
+                               "debian-testing builds librdkafka, hiredis and libmicrohttpd there)")
+            if cache_dir and not any(o == "COPY" and "--from=" in a and
+                                     a.split()[-1].rstrip("/") == cache_dir for o, a in
+                                     runtime["instrs"]):
+                rep.fail(path, f"runtime stage does not COPY --from=<build> the source-built "
+                               f"libraries into {cache_dir}")
         got_rt = apt_packages(runtime)
         if got_rt - want_runtime - {"curl"}:
             rep.fail(path, f"runtime stage installs more than the runtime libraries: "
@@ -797,7 +854,9 @@ def check_dockerfile(rep, hotcount):
         # every C source or header CMakeLists.txt names (even inside a disabled option: the
         # check stays simple, and copying one more folder costs nothing), and every
         # add_subdirectory()
-        named = set(re.findall(r"((?:[\w.-]+/)+[\w.-]+\.[ch])\b", cm))
+        # (a path that is no file of the tree, such as an #include name in a comment, is none)
+        named = {n for n in re.findall(r"((?:[\w.-]+/)+[\w.-]+\.[ch])\b", cm)
+                 if os.path.isfile(repo(n))}
         named |= set(re.findall(r"add_subdirectory\(\s*([\w./-]+)", cm))
         for src in sorted(named):
             if not any(src == c or src.startswith(c + "/") for c in copied):
@@ -831,10 +890,31 @@ def check_dockerfile(rep, hotcount):
         if sanitizer:
             print(f"     note: ignoring the sanitizer runtimes {', '.join(sanitizer)} "
                   f"(a sanitizer build; the image has none)", flush=True)
-        for lib in [n for n in needed if n not in sanitizer]:
-            p = paths.get(lib)
+        cache = os.path.realpath(os.environ.get("HC_CACHE_DIR") or
+                                 os.path.expanduser("~/.cache/hotcount"))
+        todo = [(hotcount, lib, paths.get(lib)) for lib in needed if lib not in sanitizer]
+        seen = set()
+        while todo:
+            who, lib, p = todo.pop(0)
+            if lib in seen:
+                continue
+            seen.add(lib)
+            if not p and lib.startswith("ld-linux"):
+                continue  # the dynamic loader, of libc6
             if not p:
-                rep.fail(hotcount, f"{lib}: not found by ldd")
+                rep.fail(who, f"{lib}: not found by ldd")
+                continue
+            if os.path.realpath(p).startswith(cache + os.sep):
+                # A library tools/install-deps built from Debian testing's source: the image
+                # must build and copy it too, and its own libraries must be in the runtime stage.
+                if cache_dir is None:
+                    rep.fail("Dockerfile", f"the binary links {lib} from {p}, a source build of "
+                                           f"tools/install-deps, which the image does not make")
+                _, out = run_tool(["readelf", "-d", p]) if which("readelf") else (0, "")
+                _, sub_ldd = run_tool(["ldd", p])
+                sub_paths = dict(re.findall(r"^\s*(\S+) => (\S+)", sub_ldd, re.M))
+                todo += [(p, n, sub_paths.get(n)) for n in
+                         re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)]
                 continue
             pkg = None
             for candidate in (p, os.path.realpath(p)):
@@ -843,10 +923,16 @@ def check_dockerfile(rep, hotcount):
                     pkg = out.splitlines()[0].split(":")[0]
                     break
             if pkg is None:
-                rep.fail(hotcount, f"{lib} ({p}) belongs to no Debian package")
+                rep.fail(who, f"{lib} ({p}) belongs to no Debian package")
+            elif pkg in system_only and cache_dir is not None:
+                # A build directory configured with HC_DEPS=system (or before the switch): it
+                # links Debian 12's library where the image links the source build.
+                print(f"     note: {rel(who)} links {lib} from {pkg} (HC_DEPS=system); the image "
+                      f"builds it from Debian testing's source", flush=True)
             elif pkg not in base and pkg not in got_rt:
-                rep.fail("Dockerfile", f"the binary links {lib} from package {pkg}, which the runtime "
-                                       f"stage does not install")
+                rep.fail("Dockerfile", f"{'the binary' if who == hotcount else rel(who)} links "
+                                       f"{lib} from package {pkg}, which the runtime stage does "
+                                       f"not install")
 
 
 def dockerignored(path, patterns):
@@ -1487,7 +1573,7 @@ def main():
     check_yaml_parses(rep, docs)
     metrics = {}
     with rep.check("include/obs/hotcount/metrics.h: metric table parses"):
-        metrics = parse_metrics_table(repo("include", "hotcount", "metrics.h"))
+        metrics = parse_metrics_table(repo("include", "obs", "hotcount", "metrics.h"))
         if len(metrics) < 10:
             rep.fail("include/obs/hotcount/metrics.h", f"found only {len(metrics)} metrics in the table")
     compose, invs = check_compose(rep, docs, hotcount)

@@ -22,7 +22,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # What check_deploy.py reads (CMakeLists.txt and the sources: the Dockerfile's build-context
 # check compares them with .dockerignore).
 TREE = ["Dockerfile", ".dockerignore", "docker-compose.yml", "CMakeLists.txt", "deploy",
-        "tests/deploy", "include", "src", "tests", "bench"]
+        "tests/deploy", "include", "src", "tests", "bench", "tools"]
 
 COMPOSE = "docker-compose.yml"
 PROPS = "deploy/compose/hotcount.properties"
@@ -81,7 +81,11 @@ MUTATIONS = [
     ("systemd: invalid setting", "deploy/systemd/hotcount-stage1@.service", "ProtectSystem=strict\n",
      "ProtectSystem=strict\nProtectClock=maybe\n", "systemd-analyze"),
     # Dockerfile and build context
-    ("Dockerfile: runtime lacks libpq5", "Dockerfile", "libhiredis0.14 libpq5 ", "libhiredis0.14 ", None),
+    ("Dockerfile: runtime lacks libpq5", "Dockerfile", "libsqlite3-0 libpq5 ", "libsqlite3-0 ", None),
+    ("Dockerfile: build lacks a source build's -dev package", "Dockerfile", " libzstd-dev ", " ", None),
+    ("Dockerfile: runtime lacks librdkafka's libzstd1", "Dockerfile", " libzstd1 ", " ", None),
+    ("Dockerfile: source builds not copied", "Dockerfile",
+     "COPY --from=build /runtime/opt/hotcount/ /opt/hotcount/\n", "", None),
     ("Dockerfile: runs as root", "Dockerfile", "USER 10001:10001", "USER root", None),
     ("Dockerfile: build stage runs tests", "Dockerfile", "--target hotcount \\",
      "--target hotcount && ctest --test-dir build \\", None),
