@@ -5,6 +5,7 @@
 
 #include "hotcount/log.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,11 +23,15 @@ static int log_fd = STDERR_FILENO;
 /* Bytes kept free at the end of a line for "...", the JSON closing `"}` and the newline, so a
  * truncated line is still one well-formed line. */
 #define LINE_RESERVE 16
+/* An event line's end when cut: `..."` (inside a string value), `,"truncated":true}`, newline. */
+#define EVENT_RESERVE 24
+#define EVENT_KEY_MAX 64 /* bytes of a field name kept */
 
 typedef struct line {
     char buf[HC_LOG_LINE_MAX];
     size_t len;
-    bool full; /* content did not fit: the line ends in "..." */
+    size_t reserve; /* bytes kept free for the line's end */
+    bool full;      /* content did not fit: the line ends in "..." */
 } line_t;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
@@ -80,7 +85,7 @@ bool hc_log_enabled(hc_log_level_t level)
 /* Appends n bytes, all or nothing, so an escape sequence or a UTF-8 character is never cut. */
 static bool put(line_t *ln, const char *s, size_t n)
 {
-    if (ln->full || n > HC_LOG_LINE_MAX - LINE_RESERVE - ln->len) {
+    if (ln->full || n > HC_LOG_LINE_MAX - ln->reserve - ln->len) {
         ln->full = true;
         return false;
     }
@@ -263,6 +268,7 @@ void hc_log_write(hc_log_level_t level, const char *area, const char *fmt, ...)
 
     format_timestamp(ts, sizeof(ts));
     ln.len = 0;
+    ln.reserve = LINE_RESERVE;
     ln.full = false;
     if (format == HC_LOG_JSON) {
         put_str(&ln, "{\"ts\":\"");
@@ -290,6 +296,169 @@ void hc_log_write(hc_log_level_t level, const char *area, const char *fmt, ...)
         put_tail(&ln, "...");
     }
     put_tail(&ln, format == HC_LOG_JSON ? "\"}\n" : "\n");
+    write_all(log_fd, ln.buf, ln.len);
+    errno = saved_errno;
+}
+
+/* ---- events -------------------------------------------------------------------------------- */
+
+static bool is_reserved_key(const char *key)
+{
+    return strcmp(key, "ts") == 0 || strcmp(key, "level") == 0 || strcmp(key, "area") == 0 ||
+           strcmp(key, "event") == 0 || strcmp(key, "msg") == 0 || strcmp(key, "truncated") == 0;
+}
+
+/* A field name as given when it keeps the contract ([a-z0-9_]+, not reserved), else with every
+ * other byte made '_' and a reserved name suffixed with '_', so that a wrong name can break
+ * neither the line's syntax nor its fixed keys. out: EVENT_KEY_MAX + 2 bytes. */
+static void event_key(char *out, const char *key)
+{
+    size_t i = 0;
+
+    assert(key[0] != '\0' && !is_reserved_key(key));
+    for (; key[i] != '\0' && i < EVENT_KEY_MAX; i++) {
+        char c = key[i];
+        out[i] = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ? c : '_';
+    }
+    if (i == 0 || is_reserved_key(key)) {
+        out[i++] = '_';
+    }
+    out[i] = '\0';
+}
+
+/* A text value needs no quotes when it is non-empty printable ASCII without space, '"', '='
+ * and '\\'. */
+static bool is_bare(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+
+    if (*u == '\0') {
+        return false;
+    }
+    for (; *u != '\0'; u++) {
+        if (*u <= 0x20 || *u >= 0x7f || *u == '"' || *u == '=' || *u == '\\') {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The inside of a quoted text value: '"' and '\\' escaped, the rest as put_escaped does. */
+static void put_text_quoted(line_t *ln, const char *s, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n && !ln->full) {
+        size_t run = i;
+
+        while (run < n && s[run] != '"' && s[run] != '\\') {
+            run++;
+        }
+        put_escaped(ln, s + i, run - i, HC_LOG_TEXT);
+        if (run < n) {
+            char esc[2] = {'\\', s[run]};
+
+            put(ln, esc, 2);
+            run++;
+        }
+        i = run;
+    }
+}
+
+void hc_log_event_write(hc_log_level_t level, const char *area, const char *event,
+                        const hc_log_field_t *fields, size_t n)
+{
+    int saved_errno = errno;
+    hc_log_format_t format = log_format;
+    bool json = format == HC_LOG_JSON;
+    bool in_string = false; /* JSON: a cut here lands inside a string literal */
+    char ts[32];
+    line_t ln;
+
+    if (!hc_log_enabled(level)) {
+        return;
+    }
+    if ((unsigned)level >= sizeof(level_names) / sizeof(level_names[0])) {
+        level = HC_LOG_ERROR;
+    }
+    if (area == NULL) {
+        area = "-";
+    }
+    if (event == NULL) {
+        event = "-";
+    }
+
+    format_timestamp(ts, sizeof(ts));
+    ln.len = 0;
+    ln.reserve = EVENT_RESERVE;
+    ln.full = false;
+    if (json) {
+        put_str(&ln, "{\"ts\":\"");
+        put_str(&ln, ts);
+        put_str(&ln, "\",\"level\":\"");
+        put_str(&ln, level_names[level]);
+        in_string = put_str(&ln, "\",\"area\":\"");
+        put_escaped(&ln, area, strlen(area), HC_LOG_JSON);
+        put_str(&ln, "\",\"event\":\"");
+        put_escaped(&ln, event, strlen(event), HC_LOG_JSON);
+        if (put_str(&ln, "\"")) {
+            in_string = false;
+        }
+    } else {
+        char head[64];
+
+        put_str(&ln, ts);
+        snprintf(head, sizeof(head), " %-5s [", level_labels[level]);
+        put_str(&ln, head);
+        put_escaped(&ln, area, strlen(area), HC_LOG_TEXT);
+        put_str(&ln, "] ");
+        put_escaped(&ln, event, strlen(event), HC_LOG_TEXT);
+    }
+
+    for (size_t i = 0; i < n && !ln.full; i++) {
+        const hc_log_field_t *f = &fields[i];
+        char key[EVENT_KEY_MAX + 2];
+        char tok[EVENT_KEY_MAX + 40];
+
+        assert(f->key != NULL);
+        event_key(key, f->key != NULL ? f->key : "");
+        if (f->str == NULL) {
+            snprintf(tok, sizeof(tok), json ? ",\"%s\":%lld" : " %s=%lld", key, (long long)f->num);
+            put_str(&ln, tok); /* all or nothing: a number is never cut */
+        } else if (json) {
+            snprintf(tok, sizeof(tok), ",\"%s\":\"", key);
+            if (put_str(&ln, tok)) {
+                in_string = true;
+                put_escaped(&ln, f->str, strlen(f->str), HC_LOG_JSON);
+                if (put_str(&ln, "\"")) {
+                    in_string = false;
+                }
+            }
+        } else {
+            snprintf(tok, sizeof(tok), " %s=", key);
+            if (put_str(&ln, tok)) {
+                if (is_bare(f->str)) {
+                    put_str(&ln, f->str);
+                } else if (put_str(&ln, "\"")) {
+                    put_text_quoted(&ln, f->str, strlen(f->str));
+                    put_str(&ln, "\"");
+                }
+            }
+        }
+    }
+
+    if (json) {
+        if (ln.full) {
+            put_tail(&ln, in_string ? "...\"" : "");
+            put_tail(&ln, ",\"truncated\":true");
+        }
+        put_tail(&ln, "}\n");
+    } else {
+        if (ln.full) {
+            put_tail(&ln, "...");
+        }
+        put_tail(&ln, "\n");
+    }
     write_all(log_fd, ln.buf, ln.len);
     errno = saved_errno;
 }

@@ -40,7 +40,7 @@ each_windowed() {
     local id
     for id in s1-a s1-b s2-a s2-b; do
         ours "${pid_of[$id]}" || fail "$id (pid ${pid_of[$id]}) exited: it did not ride out the broker crash"
-        [ "$(windows "$id")" -gt "${mark[$id]}" ] || return 1
+        windowed_since "$id" "${mark[$id]}" || return 1
     done
 }
 
@@ -65,13 +65,15 @@ say "broker SIGKILLed at +$(elapsed) s"
 sleep "$((down_ms / 1000)).$(printf '%03d' $((down_ms % 1000)))" # the outage itself is timed
 run_waiting "$HC_TEST_KAFKA_CTL" start >/dev/null || fail "the broker did not come back"
 say "broker answers again at +$(elapsed) s ($(($(date +%s%3N) - t_kill)) ms after the kill)"
-for id in "${ids[@]}"; do mark[$id]=$(windows "$id"); done
+for id in "${ids[@]}"; do
+    mark[$id]=$(windows "$id") || fail "$id does not answer on its metrics port"
+done
 wait_for 120 0.2 each_windowed || fail "not every process finished a window within 120 s of the restart"
 after=$(for id in "${ids[@]}"; do printf '%s=%s ' "$id" "${pid_of[$id]}"; done)
 [ "$before" = "$after" ] || fail "processes changed: $before -> $after"
 say "every process (${after% }) finished a window again at +$(elapsed) s"
-for id in "${ids[@]}"; do
-    say "  $id: $(grep -c 'aborting window' "${log_of[$id]}" || true) aborted windows, $(grep -c 'store batch failed' "${log_of[$id]}" || true) failed store batches, $(grep -c 'rdkafka' "${log_of[$id]}" || true) client warnings"
+for id in "${ids[@]}"; do # a report, from the metrics and the log's area field
+    say "  $id: $(sample_of "$id" hotcount_transactions_total '{outcome="abort"}') aborted windows, $(sample_of "$id" hotcount_store_batches_total '{outcome="error"}') failed store batches, $(log_lines_of_area "$id" rdkafka) client log lines"
 done
 
 producer_done

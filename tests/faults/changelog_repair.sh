@@ -28,7 +28,7 @@ HCF_CHANGELOG=strict
 hcf_init changelog_repair "$1" "$store_kind"
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 120))}"
 
-repaired() { grep -q 'changelog repaired' "${log_of[s2-a]}"; }
+repaired() { [ -n "$(events s2-a changelog_repaired)" ]; }
 
 start_stage stage1 s1-a
 start_stage stage2 s2-a -X topic.counts=
@@ -42,9 +42,8 @@ say "stored without a changelog at +$(elapsed) s; restarting stage 2 with topic.
 stop_stage s2-a
 start_stage stage2 s2-a
 wait_for 60 0.2 repaired || fail "s2-a logged no changelog repair within 60 s"
-republished=$(sed -n 's/.*changelog repaired: [0-9]* partitions, \([0-9]*\) posts.*/\1/p' \
-    "${log_of[s2-a]}" | awk '{ n += $1 } END { print n + 0 }')
-say "$(grep -h 'changelog repaired' "${log_of[s2-a]}" | sed 's/^[^]]*] //') at +$(elapsed) s"
+republished=$(event_field s2-a changelog_repaired posts | awk '{ n += $1 } END { print n + 0 }')
+say "changelog repaired at +$(elapsed) s: $republished posts republished"
 hcf_finish "$events"
 posts=$(wc -l <"$work/store.tsv")
 say "changelog_repair $store_kind: $events events, $republished posts republished ($posts stored), $lost lost, $duplicated duplicated"

@@ -4,17 +4,18 @@
 #
 #   kill_loop.sh HOTCOUNT STAGE STORE [KILLS]
 #
-# STAGE is stage1 or stage2 (the stage whose processes are killed), STORE sqlite, redis or
-# postgresql (servers from tests/harness/with-servers --kafka --redis --postgres), KILLS 10 by
+# STAGE is stage1 or stage2 (the stage whose processes are killed), STORE sqlite, redis,
+# postgresql or dynamodb (servers from tests/harness/with-servers --kafka --redis --postgres
+# --dynamodb; dynamodb is moto's server, an emulator), KILLS 10 by
 # default. Two stage-1 and two stage-2 processes run (session.timeout.ms=6000, heartbeats every
 # second, flush.ms=300) while `hotcount produce` sends HC_FAULT_EVENTS (1 000 000) Zipfian events
 # with 5 % unlikes and 0.2 % malformed ones at a bounded rate, so that the stream lasts
 # HC_FAULT_SECONDS (7 s per kill + 8 s). KILLS times, alternating between the two instances of
 # STAGE: wait until the group has settled (the instance holds partitions), wait a random
-# 0.5-2.5 s, look at what the instance has in flight (its metrics and log; between two windows,
-# look again every 50 ms for up to 1 s), SIGKILL it and start it again at once with the same
-# instance.id. Stage 1's restarted producer fences its zombie (init_transactions aborts the open
-# transaction); stage 2's offsets compare-and-set refuses any stale batch. One line per kill says
+# 0.5-2.5 s, look at what the instance has in flight (its metrics: a window open or not; between
+# two windows, look again every 50 ms for up to 1 s), SIGKILL it and start it again at once with
+# the same instance.id. Stage 1's restarted producer fences its zombie (init_transactions aborts
+# the open transaction); stage 2's offsets compare-and-set refuses any stale batch. One line per kill says
 # where it landed; fewer than half the kills hitting work in flight is a failure (the run would
 # prove nothing).
 #
@@ -42,7 +43,7 @@ stage=$2
 store_kind=$3
 kills=${4:-10}
 case "$stage" in stage1 | stage2) ;; *) usage ;; esac
-case "$store_kind" in sqlite | redis | postgresql) ;; *) usage ;; esac
+case "$store_kind" in sqlite | redis | postgresql | dynamodb) ;; *) usage ;; esac
 [[ "$kills" =~ ^[1-9][0-9]*$ ]] || usage
 : "${HC_TEST_BROKERS:?run under tests/harness/with-servers --kafka}"
 
@@ -55,60 +56,30 @@ HCF_TILING=1 # topic.manifest on; tiling.py checks stage 1's committed offset ra
 hcf_init kill_loop "$1" "$store_kind"
 hcf_deadline "$timeout_s"
 
-# What the instance has in flight, just before it is killed: sets $site and $busy (1 or '').
+# What the instance has in flight, just before it is killed: sets $site and $busy (1 or ''). All
+# from its metrics (docs/EVENTS.md): the partitions it holds, and how long the input it consumed
+# has waited for a flush (its open window: a stage-1 transaction with events in it, or a stage-2
+# window with partials in it; 0 when it is between two windows).
 probe() { # instance-id
-    local id=$1 m now held last since consumed committed aborted open partials share
-    # the log first: a window committed between the two reads makes the figures conservative
-    if [ "${kind_of[$id]}" = stage1 ]; then
-        last=$(awk '/committed window/ { t = $1 } END { print t }' "${log_of[$id]}")
+    local id=$1 m s held open_ms done_
+    m=$(scrape_sure "$id") || fail "$id (pid ${pid_of[$id]}) does not answer on its metrics port"
+    s=${kind_of[$id]#stage}
+    held=$(metric "$m" "hotcount_assigned_partitions{stage=\"$s\"}")
+    open_ms=$(awk -v n="hotcount_unflushed_input_seconds{stage=\"$s\"}" \
+        '$1 == n { v = $2 } END { printf "%d\n", v * 1000 }' <<<"$m")
+    if [ "$s" = 1 ]; then
+        done_="$(metric "$m" 'hotcount_transactions_total{outcome="commit"}') committed, $(metric "$m" 'hotcount_transactions_total{outcome="abort"}') aborted windows"
     else
-        last=$(awk '/stored batch|assigned [0-9]+ partitions/ { t = $1 } END { print t }' \
-            "${log_of[$id]}")
+        done_="$(metric "$m" 'hotcount_store_batches_total{outcome="commit"}') stored, $(metric "$m" 'hotcount_store_batches_total{outcome="conflict"}') refused batches"
     fi
-    m=$(scrape "$id")
-    now=$(date +%s%3N)
     busy=''
-    if [ "${kind_of[$id]}" = stage1 ]; then
-        held=$(metric "$m" 'hotcount_assigned_partitions{stage="1"}')
-        # polled by this incarnation, minus what its committed and aborted windows held
-        consumed=$(metric "$m" hotcount_events_consumed_total)
-        committed=$(($(metric "$m" 'hotcount_events_total{result="ok"}') +
-            $(metric "$m" 'hotcount_events_total{result="invalid"}')))
-        aborted=$(sed -n 's/.*aborting window (\([0-9]*\) events).*/\1/p' "${log_of[$id]}" |
-            awk '{ s += $1 } END { print s + 0 }')
-        open=$((consumed - committed - aborted))
-        since=never
-        [ -z "$last" ] || since=$(ago "$last")
-        if [ "$held" -gt 0 ] && [ "$open" -gt 0 ]; then
-            busy=1
-            site="window open with at least $open uncommitted events ($held partitions, last commit $since)"
-            # input flows: a window older than flush.ms is being committed right now
-            [ -z "$last" ] || [ $(($(date +%s%3N) - $(ms_of "$last"))) -le "$flush_ms" ] ||
-                site="$site, probably committing"
-        else
-            site="idle ($held partitions, $open uncommitted events, last commit $since)"
-        fi
+    if [ "$held" -gt 0 ] && [ "$open_ms" -gt 0 ]; then
+        busy=1
+        site="window open for $open_ms ms ($held partitions, $done_ so far)"
+        # input flows: a window older than flush.ms is being flushed right now
+        [ "$open_ms" -le "$flush_ms" ] || site="$site, probably flushing"
     else
-        held=$(metric "$m" 'hotcount_assigned_partitions{stage="2"}')
-        # partials stage 1 committed after this instance's last stored batch (or assignment):
-        # they are in its open window, or on the way to it. (A stage 2 flushes a stage-1 commit
-        # that came after its phase point within tens of milliseconds, window.h: a grace for
-        # the fetch would let most probes find it idle.)
-        [ -n "$last" ] || last=0000
-        partials=$(cat "$work"/s1-?.*.log | awk -v a="$last" -v b="$(iso_ms "$now")" '
-            /committed window/ && $1 > a && $1 <= b {
-                for (i = 2; i <= NF; i++) if ($i == "partials,") s += $(i - 1)
-            }
-            END { print s + 0 }')
-        share=$((partials * held / partials_partitions))
-        since=never
-        [ "$last" = 0000 ] || since=$(ago "$last")
-        if [ "$held" -gt 0 ] && [ "$partials" -gt 0 ]; then
-            busy=1
-            site="window open with ~$share partials committed upstream for its $held partitions since its last stored batch ($since)"
-        else
-            site="idle ($held partitions, no partials committed upstream since its last stored batch, $since)"
-        fi
+        site="idle ($held partitions, no input waiting, $done_ so far)"
     fi
 }
 

@@ -5,12 +5,16 @@
 # the oracle, tally.py, tiling.py).
 #
 #   . "$here/lib.sh"
-#   hcf_init NAME HOTCOUNT STORE      # STORE sqlite|redis|postgresql; after setting any of the
+#   hcf_init NAME HOTCOUNT STORE      # STORE sqlite|redis|postgresql|dynamodb; after any of the
 #                                     # HCF_* knobs below; sets the globals listed next
 #   hcf_deadline SECONDS              # SIGALRM (a failed run) after SECONDS
 #   start_stage stage1|stage2 ID [-X key=value]...   stop_stage ID   wait_assigned ID SECONDS
 #   wait_all_assigned ID...           # each within 60 s, or the run fails
 #   windows ID   windowed_since ID N  # windows an instance finished (commits or stored batches)
+#   unflushed_ms ID                   # how long its consumed input has waited for a flush (0: none)
+#   sample_of ID NAME [LABELS]        # one metric of an instance (docs/EVENTS.md), as an integer
+#   events ID NAME                    # its log's events NAME (docs/EVENTS.md), one JSON per line
+#   event_field ID NAME FIELD         # that field of each of those events, one per line
 #   start_producer EVENTS RATE SEED [produce options]   producer_done (reaps it, must exit 0)
 #   wait_for SECONDS STEP COMMAND...  # a bounded wait on a condition
 #   hcf_finish EVENTS                 # every check; sets $lost, $duplicated; fails the run
@@ -18,9 +22,13 @@
 #   hcf_pass                          # the run passed: its namespace and work dir are removed
 #
 # Globals after hcf_init: hc (the binary), run (unique id), work (a work directory), schema
-# (PostgreSQL), store (the store URI), cfg (-c PROPS), store_kind, t0. Per instance id:
-# pid_of, log_of (current incarnation's log), url_of (metrics URL), kind_of, gen_of; live maps
-# every unreaped child pid to what it is.
+# (PostgreSQL), store (the store URI), cfg (-c PROPS), store_kind, t0, raw_partitions and
+# partials_partitions (read from the broker after `hotcount init`). Per instance id: pid_of,
+# log_of (current incarnation's log, log.format=json), url_of (metrics URL, on a port this
+# script chose), kind_of, gen_of; live maps every unreaped child pid to what it is.
+#
+# The scripts read state, never log sentences: the stages' metrics (/metrics) and JSON log
+# events, by the fixed names of docs/EVENTS.md; partition counts come from the broker.
 #
 # Hooks (function names): hcf_pre_store runs in hcf_init before the store is set up (it may
 # start a private server and export HC_TEST_REDIS_URI / HC_TEST_PG_URI); hcf_on_exit runs on
@@ -37,6 +45,9 @@
 # hc_store_uri: the store of a namespace, as the integration tests make it
 # shellcheck source-path=SCRIPTDIR source=../integration/namespace.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../integration/namespace.sh"
+# hc_free_port: a port for each stage's metrics endpoint
+# shellcheck source-path=SCRIPTDIR source=../harness/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/lib.sh"
 
 hcf_name=${hcf_name:-faults}
 ok=''     # set by hcf_pass
@@ -133,6 +144,7 @@ fail() {
     local id
     for id in "${!log_of[@]}"; do
         say "--- last lines of $id (${log_of[$id]}):"
+        # for the reader only: the per-window lines left out are noise here
         grep -v 'committed window\|stored batch\| is hot\|cooled down' "${log_of[$id]}" | tail -n 15 || true
     done
     exit 1
@@ -156,7 +168,7 @@ hcf_init() { # name hotcount store-kind
     store_kind=$3
     : "${HC_TEST_BROKERS:?run under tests/harness/with-servers --kafka}"
     flush_ms=${HCF_FLUSH_MS:-300}
-    partials_partitions=${HCF_PARTIALS_PARTITIONS:-8}
+    local partials_wanted=${HCF_PARTIALS_PARTITIONS:-8}
     run=$(date +%s%N | tail -c 9)-$$
     schema=hc_${run//-/_}
     work=$(mktemp -d "${TMPDIR:-/tmp}/hc-$hcf_name.XXXXXX")
@@ -175,7 +187,7 @@ topic.raw=f$run.raw
 topic.partials=f$run.partials
 topic.dlq=f$run.dlq
 topic.counts=f$run.counts
-topic.partials.partitions=$partials_partitions
+topic.partials.partitions=$partials_wanted
 group.stage1=g$run-stage1
 group.stage2=g$run-stage2
 store=$store
@@ -191,31 +203,62 @@ PROPS
     [ -z "${HCF_TILING:-}" ] || echo "topic.manifest=f$run.manifest" >>"$work/hotcount.properties"
     cfg=(-c "$work/hotcount.properties")
     run_waiting "$hc" init "${cfg[@]}" >/dev/null || fail "hotcount init"
+    raw_partitions=$(topic_partitions "f$run.raw") || fail "the broker does not list f$run.raw"
+    partials_partitions=$(topic_partitions "f$run.partials") ||
+        fail "the broker does not list f$run.partials"
+}
+
+# The partition count of a topic, as the broker's metadata says; status 1 when it has none.
+topic_partitions() { # topic
+    local n
+    n=$(kcat -L -J -b "$HC_TEST_BROKERS" -t "$1" -m 10 2>/dev/null | python3 -c '
+import json, sys
+t = [t for t in json.load(sys.stdin).get("topics", []) if t.get("topic") == sys.argv[1]]
+print(len(t[0].get("partitions", [])) if t and not t[0].get("error") else 0)' "$1") || n=0
+    [ "${n:-0}" -gt 0 ] || return 1
+    printf '%s\n' "$n"
 }
 
 # --- stages --------------------------------------------------------------------------------
-start_stage() { # kind instance-id [-X key=value]...: a new incarnation, logging at info
-    local kind=$1 id=$2 log port='' n
+start_stage() { # kind instance-id [-X key=value]...: a new incarnation, logging JSON at info
+    local kind=$1 id=$2 log port pid attempt
     shift 2
-    gen_of[$id]=$((${gen_of[$id]:-0} + 1))
-    log=$work/$id.${gen_of[$id]}.log
-    "$hc" "$kind" "${cfg[@]}" -X instance.id="$id" -X metrics.listen=127.0.0.1:0 \
-        -X log.level=info "$@" 2>"$log" &
-    pid_of[$id]=$!
-    live[$!]="$kind $id"
-    log_of[$id]=$log
+    # The metrics port is ours to choose (hc_free_port), so nothing is read from the log. A port
+    # taken between the choice and the stage's bind makes the stage exit 2 at once: pick again.
+    for ((attempt = 1; ; attempt++)); do
+        gen_of[$id]=$((${gen_of[$id]:-0} + 1))
+        log=$work/$id.${gen_of[$id]}.log
+        port=$(hc_free_port)
+        "$hc" "$kind" "${cfg[@]}" -X instance.id="$id" -X metrics.listen="127.0.0.1:$port" \
+            -X log.level=info -X log.format=json "$@" 2>"$log" &
+        pid=$!
+        live[$pid]="$kind $id"
+        log_of[$id]=$log
+        wait_listening "$pid" "$port" && break
+        reap "$pid"
+        [ "$status" -eq 2 ] && [ "$attempt" -lt 3 ] && continue
+        fail "$id (pid $pid) exited $status before it served metrics on port $port"
+    done
+    pid_of[$id]=$pid
     kind_of[$id]=$kind
-    # metrics.listen port 0 picks a free port; the stage logs which. The log file appears only
-    # once the background shell has run its redirection (later still under ASan): wait for it.
-    for ((n = 0; n < 400; n++)); do
-        port=$(sed -n 's/.*metrics on http:.* (port \([0-9]*\)).*/\1/p' "$log" 2>/dev/null |
-            head -n 1) || true
-        [ -z "$port" ] || break
-        ours "${pid_of[$id]}" || fail "$id exited at start"
+    url_of[$id]=http://127.0.0.1:$port/metrics
+}
+
+# Waits until process PID listens on 127.0.0.1:PORT (its own socket, found through /proc, so a
+# stranger on that port does not count); status 1 when PID exits first, fails after 60 s.
+wait_listening() { # pid port
+    local hex inode n
+    hex=$(printf '0100007F:%04X' "$2")
+    for ((n = 0; n < 1200; n++)); do
+        ours "$1" || return 1
+        inode=$(awk -v a="$hex" '$2 == a && $4 == "0A" { print $10; exit }' /proc/net/tcp)
+        if [ -n "$inode" ] && [ "$inode" != 0 ] &&
+            find "/proc/$1/fd" -lname "socket:\[$inode\]" 2>/dev/null | grep -q .; then
+            return 0
+        fi
         sleep 0.05
     done
-    [ -n "$port" ] || fail "$id logged no metrics port"
-    url_of[$id]=http://127.0.0.1:$port/metrics
+    fail "pid $1 does not listen on port $2 after 60 s"
 }
 
 stop_stage() { # instance-id: SIGTERM; it must exit 0
@@ -233,6 +276,18 @@ running() { # the instance ids with a live process, sorted
 
 scrape() { # instance-id: the metrics text, or nothing
     curl -s --max-time 2 "${url_of[$1]}" 2>/dev/null || true
+}
+scrape_sure() { # instance-id: the metrics text; status 1 when the live instance does not answer
+    local n text
+    for ((n = 0; n < 10; n++)); do
+        text=$(curl -sf --max-time 2 "${url_of[$1]}" 2>/dev/null) && {
+            printf '%s\n' "$text"
+            return 0
+        }
+        ours "${pid_of[$1]}" || return 1
+        sleep 0.2
+    done
+    return 1
 }
 metric() { # text name-with-labels: the sample's value as an integer (0 when absent)
     awk -v n="$2" '$1 == n { v = $2 } END { printf "%d\n", v + 0 }' <<<"$1"
@@ -260,19 +315,59 @@ wait_all_assigned() { # instance-id...: until each holds partitions (60 s each),
         wait_assigned "$id" 60 || fail "$id holds no partitions 60 s after its start"
     done
 }
+sample_of() { # instance-id name [labels]: one sample of its metrics as an integer (0 when absent);
+    # status 1 (and no output) when it does not answer: a baseline must not silently be 0
+    local text
+    text=$(scrape_sure "$1") || return 1
+    metric "$text" "$2${3:-}"
+}
 windows() { # instance-id: windows it finished (committed transactions or stored batches)
-    grep -c 'committed window\|stored batch' "${log_of[$1]}" || true
+    if [ "${kind_of[$1]}" = stage1 ]; then
+        sample_of "$1" hotcount_transactions_total '{outcome="commit"}'
+    else
+        sample_of "$1" hotcount_store_batches_total '{outcome="commit"}'
+    fi
 }
-windowed_since() { [ "$(windows "$1")" -gt "$2" ]; } # instance-id count
-iso_ms() { # epoch ms -> the stages' log timestamp format (UTC, ms)
-    date -u -d "@$(($1 / 1000)).$(printf '%03d' $(($1 % 1000)))" +%Y-%m-%dT%H:%M:%S.%3NZ
+windowed_since() { # instance-id count: it finished more windows than count
+    local n
+    n=$(windows "$1") || return 1
+    [ "$n" -gt "$2" ]
 }
-ms_of() { # log timestamp -> epoch ms
-    date -u -d "$1" +%s%3N
+unflushed_ms() { # instance-id: how long its consumed input has waited for a successful flush
+    local s=1
+    [ "${kind_of[$1]}" = stage2 ] && s=2
+    scrape_sure "$1" | awk -v n="hotcount_unflushed_input_seconds{stage=\"$s\"}" \
+        '$1 == n { v = $2 } END { printf "%d\n", v * 1000 }'
 }
-ago() { # log timestamp: "N ms before" now (0 when the line was logged after the probe began)
-    local d=$(($(date +%s%3N) - $(ms_of "$1")))
-    printf '%d ms before' $((d < 0 ? 0 : d))
+# The events NAME (docs/EVENTS.md) in an instance's current log, one JSON object per line. Lines
+# that are not JSON (a sanitizer report, say) are skipped.
+events() { # instance-id event-name
+    python3 -c '
+import json, sys
+for line in open(sys.argv[1], errors="replace"):
+    try:
+        ev = json.loads(line)
+    except ValueError:
+        continue
+    if isinstance(ev, dict) and ev.get("event") == sys.argv[2]:
+        print(json.dumps(ev))' "${log_of[$1]}" "$2"
+}
+event_field() { # instance-id event-name field: that field of each such event, one per line
+    events "$1" "$2" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    print(json.loads(line).get(sys.argv[1], ""))' "$3"
+}
+log_lines_of_area() { # instance-id area: how many JSON log lines its current log has from area
+    python3 -c '
+import json, sys
+n = 0
+for line in open(sys.argv[1], errors="replace"):
+    try:
+        n += json.loads(line).get("area") == sys.argv[2]
+    except (ValueError, AttributeError):
+        pass
+print(n)' "${log_of[$1]}" "$2"
 }
 vmrss_kb() { # pid: its resident set in kB (0 when gone)
     awk '/^VmRSS:/ { print $2; f = 1 } END { if (!f) print 0 }' "/proc/$1/status" 2>/dev/null || echo 0
@@ -302,9 +397,12 @@ producer_done() { # reaps the producer; fails the run unless it exited 0
 hcf_finish() { # events
     local events=$1 id here_
     here_=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-    run_waiting "$hc" verify "${cfg[@]}" --timeout 300 >"$work/verify.log" 2>"$work/verify.err" || true
+    local verify_status=0
+    run_waiting "$hc" verify "${cfg[@]}" --timeout 300 >"$work/verify.log" 2>"$work/verify.err" ||
+        verify_status=$?
     tail -n 3 "$work/verify.log"
-    grep -q '^verify: exact' "$work/verify.log" || fail "hotcount verify did not report exact counts"
+    # exit 0 only when every count matches (docs/FORMATS.md, "Exit status")
+    [ "$verify_status" -eq 0 ] || fail "hotcount verify exited $verify_status, not 0 (exact counts)"
     say "verify exact at +$(elapsed) s"
     for id in $(running); do
         kill -CONT "${pid_of[$id]}" 2>/dev/null || true
@@ -324,8 +422,11 @@ hcf_finish() { # events
     report) tally_changelog=(--counts-topic "f$run.counts") ;;
     esac
     oracle_status=0
+    # DynamoDB: the oracle scans the counts table itself (boto3), not hotcount's dump
+    local store_arg=(--store-dump "$work/store.tsv")
+    [ "$store_kind" != dynamodb ] || store_arg=(--store-dynamodb "$store")
     run_waiting python3 "$here_/../oracle/oracle.py" --brokers "$HC_TEST_BROKERS" --raw "f$run.raw" \
-        --dlq "f$run.dlq" --group "g$run-stage1" --store-dump "$work/store.tsv" \
+        --dlq "f$run.dlq" --group "g$run-stage1" "${store_arg[@]}" \
         --min-events "$events" "${changelog[@]}" || oracle_status=$?
     tally_status=0
     run_waiting python3 "$here_/tally.py" --brokers "$HC_TEST_BROKERS" --raw "f$run.raw" \

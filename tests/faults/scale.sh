@@ -44,7 +44,10 @@ all_hold() { # ids...: each holds partitions
 }
 each_windowed() { # ids...: each finished a window since the mark
     local id
-    for id in "$@"; do [ "$(windows "$id")" -gt "${mark[$id]:-0}" ] || return 1; done
+    for id in "$@"; do windowed_since "$id" "${mark[$id]:-0}" || return 1; done
+}
+set_mark() { # id: its windows so far
+    mark[$1]=$(windows "$1") || fail "$1 does not answer on its metrics port"
 }
 flowing() { # what: the producer must still run
     ours "$producer" || fail "the stream ended before $1 (raise HC_FAULT_SECONDS or lower HC_FAULT_EVENTS)"
@@ -61,17 +64,17 @@ start_producer "$events" "$rate" "$seed"
 rebalances=0
 for st in "${stages[@]}"; do
     p=${st#stage}
-    total=16
+    total=$raw_partitions # from the broker (lib.sh)
     [ "$st" = stage2 ] && total=$partials_partitions
     for ((c = 1; c <= cycles; c++)); do
         # up: 1 -> 3
-        mark[s$p-a]=$(windows "s$p-a")
+        set_mark "s$p-a"
         wait_for 30 0.1 each_windowed "s$p-a" || fail "s$p-a finished no window (stream stalled?)"
         flowing "scale-up $c of $st"
         start_stage "$st" "s$p-b"
         start_stage "$st" "s$p-c"
         wait_for 60 0.2 all_hold "s$p-a" "s$p-b" "s$p-c" || fail "$st: not all three hold partitions within 60 s"
-        for id in "s$p-a" "s$p-b" "s$p-c"; do mark[$id]=$(windows "$id"); done
+        for id in "s$p-a" "s$p-b" "s$p-c"; do set_mark "$id"; done
         wait_for 30 0.1 each_windowed "s$p-a" "s$p-b" "s$p-c" ||
             fail "$st: not each of three processes finished a window within 30 s"
         rebalances=$((rebalances + 1))
@@ -81,7 +84,7 @@ for st in "${stages[@]}"; do
         stop_stage "s$p-b"
         stop_stage "s$p-c"
         wait_for 60 0.2 holds_all "s$p-a" "$total" || fail "$st: s$p-a does not hold all $total partitions within 60 s"
-        mark[s$p-a]=$(windows "s$p-a")
+        set_mark "s$p-a"
         wait_for 30 0.1 each_windowed "s$p-a" || fail "s$p-a finished no window after the scale-down"
         rebalances=$((rebalances + 1))
         say "cycle $c of $st at +$(elapsed) s: back to 1 process holding all $total partitions"

@@ -4,13 +4,22 @@
 # names them. Sourced by tests/integration/*.sh and tests/hostile/hostile.sh; the fault tests
 # (tests/faults/lib.sh) take only the store from here and write their own properties file.
 #
-#   run=…; work=…; . namespace.sh
-#   hc_namespace STORE_KIND [key=value]...   # sqlite|redis|postgresql; the extra lines go into
+#   . namespace.sh; hc_scratch                # sets run (a unique id) and work (a scratch
+#                                            # directory), and an EXIT trap that runs
+#                                            # stop_tracked and removes work
+#   (or set run and work yourself before calling what follows)
+#   hc_namespace STORE_KIND [key=value]...   # sqlite|redis|postgresql|dynamodb; extra lines go into
 #                                            # the properties file; sets store and cfg (-c FILE)
 #   hc_store_uri STORE_KIND                  # only the store (a PostgreSQL schema hc_<run>)
 #   free_port                                # a free TCP port on 127.0.0.1
 #   pids+=($!) ... stop_tracked              # SIGTERM every tracked process, then reap it
 #                                            # (for the caller's EXIT trap)
+
+hc_scratch() {
+    run=$(date +%s%N | tail -c 9)-$$
+    work=$(mktemp -d)
+    trap 'stop_tracked; rm -rf "$work"' EXIT
+}
 
 hc_store_uri() { # KIND: sets store; status 2 for an unknown KIND
     case "$1" in
@@ -21,6 +30,11 @@ hc_store_uri() { # KIND: sets store; status 2 for an unknown KIND
         psql -q -v ON_ERROR_STOP=1 "${HC_TEST_PG_URI:?no postgresql from the harness}" \
             -c "CREATE SCHEMA hc_${run//-/_}"
         store="$HC_TEST_PG_URI?options=-csearch_path%3Dhc_${run//-/_}"
+        ;;
+    dynamodb)
+        # tables of its own per run (prefix h<run>_) on the harness's emulator (moto)
+        local uri=${HC_TEST_DYNAMODB_URI:?no dynamodb from the harness}
+        store="dynamodb://us-east-1/h${run//-/_}_?${uri#*\?}"
         ;;
     *) return 2 ;;
     esac

@@ -4,8 +4,9 @@
 #
 #   pipeline_real.sh HOTCOUNT STORE [--restart]
 #
-# STORE is sqlite, redis or postgresql (the servers come from tests/harness/with-servers, which
-# exports HC_TEST_BROKERS, HC_TEST_REDIS_URI and HC_TEST_PG_URI). Two stage-1 processes and one
+# STORE is sqlite, redis, postgresql or dynamodb (the servers come from tests/harness/with-servers,
+# which exports HC_TEST_BROKERS, HC_TEST_REDIS_URI, HC_TEST_PG_URI and HC_TEST_DYNAMODB_URI; on
+# dynamodb the oracle reads the counts table itself, with boto3). Two stage-1 processes and one
 # stage-2 process consume while `hotcount produce` sends 1 000 000 Zipfian events with unlikes
 # and 0.5 % malformed ones. With --restart, one stage-1 and the stage-2 process are stopped with
 # SIGTERM mid-stream and started again. Then `hotcount verify` must report exact counts, every
@@ -22,16 +23,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 : "${HC_TEST_BROKERS:?run under tests/harness/with-servers}"
 events=${HC_TEST_EVENTS:-1000000}
 
-run=$(date +%s%N | tail -c 9)-$$
-work=$(mktemp -d)
-
 # shellcheck source-path=SCRIPTDIR source=namespace.sh
 . "$here/namespace.sh"
-cleanup() {
-    stop_tracked
-    rm -rf "$work"
-}
-trap cleanup EXIT
+hc_scratch
 hc_namespace "$store_kind" "topic.counts=t$run.counts" "topic.manifest=t$run.manifest"
 
 "$hc" init "${cfg[@]}" >/dev/null
@@ -92,7 +86,8 @@ fi
 wait "$producer"
 cat "$work/produce.log"
 
-"$hc" verify "${cfg[@]}" --timeout 300 | tee "$work/verify.log"
+# (HC_TEST_VERIFY_TIMEOUT: longer on the DynamoDB emulator, which stores ~100 posts/s when loaded)
+"$hc" verify "${cfg[@]}" --timeout "${HC_TEST_VERIFY_TIMEOUT:-300}" | tee "$work/verify.log"
 grep -q '^verify: exact' "$work/verify.log"
 
 # The operators' view: each stage's metrics endpoint answers with the contract's names.
@@ -105,8 +100,10 @@ done
 pids=()
 
 "$hc" get --all "${cfg[@]}" >"$work/store.tsv"
+store_arg=(--store-dump "$work/store.tsv")
+[ "$store_kind" != dynamodb ] || store_arg=(--store-dynamodb "$store")
 python3 "$here/../oracle/oracle.py" --brokers "$HC_TEST_BROKERS" --raw "t$run.raw" \
-    --dlq "t$run.dlq" --group "g$run-stage1" --store-dump "$work/store.tsv" \
+    --dlq "t$run.dlq" --group "g$run-stage1" "${store_arg[@]}" \
     --min-events "$events" --counts-topic "t$run.counts"
 # Stage 1's committed transactions consumed every raw offset exactly once.
 python3 "$here/../faults/tiling.py" --brokers "$HC_TEST_BROKERS" --raw "t$run.raw" \

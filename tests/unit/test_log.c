@@ -412,6 +412,131 @@ static void json_truncation_keeps_valid_json_and_utf8(void **state)
     assert_string_equal(text + cap->len - 12, "\\u0001...\"}\n");
 }
 
+/* ---- events ---- */
+
+/* The fault scripts select lines by "event" and read their fields (docs/EVENTS.md): a field
+ * dropped, reordered into "msg" or written as a string instead of a number breaks them. */
+static void event_json_has_name_and_typed_fields_in_order(void **state)
+{
+    capture_t *cap = *state;
+    const char *text;
+
+    hc_log_setup(HC_LOG_INFO, HC_LOG_JSON);
+    hc_log_event(HC_LOG_WARN, "stage2", "store_batch_failed", HC_LOG_INT("backoff_ms", 400),
+                 HC_LOG_STR("error", "say \"no\"\n"), HC_LOG_INT("n", -7));
+    text = read_capture(cap);
+    assert_int_equal(strncmp(text, "{\"ts\":\"", 7), 0);
+    assert_timestamp(text + 7);
+    assert_string_equal(
+        text + 7 + TS_LEN,
+        "\",\"level\":\"warn\",\"area\":\"stage2\",\"event\":\"store_batch_failed\","
+        "\"backoff_ms\":400,\"error\":\"say \\\"no\\\"\\n\",\"n\":-7}\n");
+}
+
+static void event_text_is_name_then_key_value_pairs(void **state)
+{
+    capture_t *cap = *state;
+    const char *text;
+
+    hc_log_event(HC_LOG_INFO, "changelog", "changelog_repaired", HC_LOG_INT("partitions", 4),
+                 HC_LOG_STR("bare", "a-b/c:1"), HC_LOG_STR("spaced", "x y"),
+                 HC_LOG_STR("quoted", "q\"\\=\n"), HC_LOG_STR("empty", NULL));
+    text = read_capture(cap);
+    assert_timestamp(text);
+    assert_string_equal(text + TS_LEN,
+                        " INFO  [changelog] changelog_repaired partitions=4 bare=a-b/c:1 "
+                        "spaced=\"x y\" quoted=\"q\\\"\\\\=\\n\" empty=\"\"\n");
+}
+
+static void event_macro_skips_field_evaluation_when_disabled(void **state)
+{
+    capture_t *cap = *state;
+    int calls = 0;
+
+    hc_log_setup(HC_LOG_WARN, HC_LOG_JSON);
+    hc_log_event(HC_LOG_INFO, "t", "e", HC_LOG_INT("n", ++calls));
+    assert_int_equal(calls, 0);
+    hc_log_event(HC_LOG_WARN, "t", "e", HC_LOG_INT("n", ++calls));
+    assert_int_equal(calls, 1);
+    assert_non_null(strstr(read_capture(cap), "\"event\":\"e\",\"n\":1}\n"));
+}
+
+static void event_write_preserves_errno(void **state)
+{
+    (void)state;
+    hc_log_field_t f = HC_LOG_INT("n", 1);
+
+    errno = ETIMEDOUT;
+    hc_log_event_write(HC_LOG_ERROR, "t", "e", &f, 1);
+    assert_int_equal(errno, ETIMEDOUT);
+}
+
+/* Cut anywhere (inside a string value, or before a number), an event line is still one line of
+ * valid JSON that ends in "truncated":true; a number is never cut. */
+static void event_truncation_keeps_valid_json_and_marks_it(void **state)
+{
+    capture_t *cap = *state;
+    static char big[2 * HC_LOG_LINE_MAX];
+    const char *text;
+
+    memset(big, 'x', sizeof(big) - 1);
+    hc_log_setup(HC_LOG_INFO, HC_LOG_JSON);
+    /* a string value cut */
+    hc_log_event(HC_LOG_INFO, "t", "e", HC_LOG_INT("first", 12345), HC_LOG_STR("s", big),
+                 HC_LOG_INT("never", 9));
+    text = read_capture(cap);
+    assert_true(cap->len <= HC_LOG_LINE_MAX);
+    assert_true(cap->len > HC_LOG_LINE_MAX - 40);
+    assert_int_equal(count_char(text, '\n'), 1);
+    assert_non_null(strstr(text, "\"first\":12345,\"s\":\"xxx"));
+    assert_null(strstr(text, "never"));
+    assert_string_equal(text + cap->len - 26, "xxx...\",\"truncated\":true}\n");
+
+    /* cut between fields: the string fits, with room left for less than the number */
+    size_t whole = 0;
+    size_t cut = 0;
+    for (size_t fill = HC_LOG_LINE_MAX - 140; fill < HC_LOG_LINE_MAX - 40; fill++) {
+        assert_int_equal(ftruncate(fileno(cap->file), 0), 0);
+        assert_int_equal(lseek(fileno(cap->file), 0, SEEK_SET), 0);
+        big[fill] = '\0';
+        hc_log_event(HC_LOG_INFO, "t", "e", HC_LOG_STR("s", big), HC_LOG_INT("number", INT64_MIN));
+        big[fill] = 'x';
+        text = read_capture(cap);
+        assert_true(cap->len <= HC_LOG_LINE_MAX);
+        assert_int_equal(count_char(text, '\n'), 1);
+        const char *num = strstr(text, "\"number\":");
+        if (num != NULL) {
+            assert_string_equal(num, "\"number\":-9223372036854775808}\n");
+            whole++;
+        } else {
+            cut++;
+            const char *tail = strstr(text, "\"truncated\":true}\n");
+            assert_non_null(tail);
+            assert_int_equal(tail + strlen("\"truncated\":true}\n"), text + cap->len);
+            assert_true(tail[-1] == ',' && (tail[-2] == '"'));
+        }
+    }
+    assert_true(whole > 0 && cut > 0); /* both sides of the limit were tried */
+}
+
+/* A field name outside [a-z0-9_] cannot break the syntax, nor (in a release build, where the
+ * assertion is off) a reserved name shadow "event". */
+static void event_sanitises_field_names(void **state)
+{
+    capture_t *cap = *state;
+    hc_log_field_t bad = HC_LOG_INT("a\"b c", 1);
+
+    hc_log_setup(HC_LOG_INFO, HC_LOG_JSON);
+    hc_log_event_write(HC_LOG_INFO, "t", "e", &bad, 1);
+    assert_non_null(strstr(read_capture(cap), "\"event\":\"e\",\"a_b_c\":1}\n"));
+#ifdef NDEBUG
+    hc_log_field_t reserved = HC_LOG_INT("event", 2);
+
+    hc_log_event_write(HC_LOG_INFO, "t", "e", &reserved, 1);
+    assert_non_null(strstr(read_capture(cap), "\"event\":\"e\",\"event_\":2}\n"));
+#endif
+}
+
 static void set_fd_negative_restores_stderr(void **state)
 {
     capture_t *cap = *state;
@@ -451,6 +576,12 @@ int main(void)
         T(json_keeps_valid_utf8_and_replaces_invalid_bytes),
         T(long_message_is_truncated_to_one_marked_line),
         T(json_truncation_keeps_valid_json_and_utf8),
+        T(event_json_has_name_and_typed_fields_in_order),
+        T(event_text_is_name_then_key_value_pairs),
+        T(event_macro_skips_field_evaluation_when_disabled),
+        T(event_write_preserves_errno),
+        T(event_truncation_keeps_valid_json_and_marks_it),
+        T(event_sanitises_field_names),
         T(set_fd_negative_restores_stderr),
     };
 
