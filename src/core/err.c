@@ -21,6 +21,8 @@ const char *hc_err_name(hc_err_t err)
         return "full";
     case HC_ERR_FATAL:
         return "fatal";
+    case HC_ERR_RECORD:
+        return "record";
     }
     /* Not a member of the enum: a caller bug, but a name is still better than a crash in an
      * error path. */

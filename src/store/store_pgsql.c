@@ -1,6 +1,6 @@
 /* The PostgreSQL store: "postgresql://..." or "postgres://...", a libpq connection URI.
  *
- * Layout (CONTRACT.md, "Store layout"), created by init_schema:
+ * Layout (docs/FORMATS.md, "Store layout"), created by init_schema:
  *
  *   hotcount_counts  (post_id TEXT COLLATE "C" PRIMARY KEY, likes BIGINT NOT NULL,
  *                     updated_at TIMESTAMPTZ NOT NULL DEFAULT now())
@@ -24,14 +24,14 @@
  * connect_timeout=10 (seconds) and the application name "hotcount". client_encoding is always
  * UTF8, so post ids travel as their own bytes; the database should be UTF8 too. Ids that no
  * UTF8 text column can hold (invalid UTF-8, a NUL byte) never reach the server: apply refuses
- * them with HC_ERR_INVALID, get answers 0 for them. Each (re)connect sets statement_timeout to 30 s
- * unless the session already has one (from the URI's `options=-c statement_timeout=...`, the role
- * or the database): a lock wait or a slow server then ends with HC_ERR_TRANSIENT instead of
- * stalling stage 2. Beyond that, every call bounds its own wait at statement_timeout + 15 s on the
- * client side (non-blocking libpq) and drops the connection when a server stops answering
- * altogether (a hung disk or host, where the server-side timeout cannot fire). Statements are
- * prepared once per connection, so a pooler in between must keep sessions (PgBouncer: session mode,
- * or 1.21+ with prepared-statement support).
+ * the batch with HC_ERR_RECORD naming that delta (store.h), get answers 0 for them. Each
+ * (re)connect sets statement_timeout to 30 s unless the session already has one (from the URI's
+ * `options=-c statement_timeout=...`, the role or the database): a lock wait or a slow server then
+ * ends with HC_ERR_TRANSIENT instead of stalling stage 2. Beyond that, every call bounds its own
+ * wait at statement_timeout + 15 s on the client side (non-blocking libpq) and drops the connection
+ * when a server stops answering altogether (a hung disk or host, where the server-side timeout
+ * cannot fire). Statements are prepared once per connection, so a pooler in between must keep
+ * sessions (PgBouncer: session mode, or 1.21+ with prepared-statement support).
  *
  * hc_store_apply is one READ COMMITTED transaction: (1) one UPDATE moves every partition whose
  * expected offset matches (`... AND next_offset = expected`, set-based over unnest'ed arrays);
@@ -50,7 +50,9 @@
  * Errors: a lost connection (CONNECTION_BAD, SQLSTATE class 08, 57P01/57P02/57P03 shutdown or
  * start-up), 40001/40P01 (serialization failure, deadlock), 57014 (statement_timeout), 55P03
  * (lock timeout) and class 53 (too many connections, disk full, out of memory) are
- * HC_ERR_TRANSIENT; after a lost connection the next call reconnects (PQreset) and prepares its
+ * HC_ERR_TRANSIENT; a delta that would take a count past bigint is HC_ERR_RECORD (the upsert's
+ * WHERE leaves that row alone instead of raising 22003, see STMT_COUNTS_ADD); after a lost
+ * connection the next call reconnects (PQreset) and prepares its
  * statements again. A COMMIT whose answer is lost with the connection is ambiguous: it may have
  * landed. It is reported as HC_ERR_TRANSIENT all the same; stage 2 retries the same batch, and if
  * the first attempt did commit, the retry's compare-and-set fails with HC_ERR_CONFLICT and stage
@@ -64,6 +66,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <libpq-fe.h>
 #include <limits.h>
 #include <poll.h>
@@ -75,6 +78,7 @@
 #include <time.h>
 
 #include "hotcount/log.h"
+#include "hotcount/timeouts.h"
 
 /* Type OIDs of the binary parameters and results. They are fixed in PostgreSQL's catalog and
  * have never changed; the server headers that name them are not a client dependency. */
@@ -85,13 +89,11 @@
 #define OID_TEXT_ARRAY 1009
 #define OID_INT8_ARRAY 1016
 
-/* Defaults, see the file comment. */
-#define PGSQL_CONNECT_TIMEOUT_S "10"
-#define PGSQL_STATEMENT_TIMEOUT "30s"
-/* The client waits this much longer than statement_timeout, so that the server's own timeout,
- * which keeps the connection usable, fires first whenever the server is alive. */
-#define PGSQL_CLIENT_GRACE_MS 15000
-#define PGSQL_DEFAULT_WAIT_MS (30000 + PGSQL_CLIENT_GRACE_MS)
+/* Every bound comes from cfg->timeouts (hotcount/timeouts.h): connect_timeout from
+ * store_connect_ms, the default statement_timeout from store_server_statement_ms (30 s), the
+ * client's wait on one statement from store_statement_ms (45 s: the server's own timeout, which
+ * keeps the connection usable, fires first whenever the server is alive), and one whole batch
+ * from store_batch_ms: every statement of a batch waits at most until the batch's deadline. */
 
 /* Posts per upsert statement: bounds one parameter at 65536 * (4 + 256) bytes, far below libpq's
  * int lengths, so a batch of any size can be sent. Speed is not the reason: on loopback 50k posts
@@ -163,6 +165,12 @@ static const struct stmt_def {
                          " FROM unnest($1, $2) AS u(post_id, likes)"
                          " ON CONFLICT (post_id) DO UPDATE"
                          " SET likes = c.likes + EXCLUDED.likes, updated_at = EXCLUDED.updated_at"
+                         /* a sum past bigint would raise 22003 and fail the whole batch without
+                          * naming its post: such a row is left alone and missing from RETURNING,
+                          * which counts_add turns into HC_ERR_RECORD for that post */
+                         " WHERE CASE WHEN EXCLUDED.likes >= 0"
+                         " THEN c.likes <= 9223372036854775807 - EXCLUDED.likes"
+                         " ELSE c.likes >= -9223372036854775807 - 1 - EXCLUDED.likes END"
                          " RETURNING c.post_id, c.likes",
                          3,
                          {OID_TEXT_ARRAY, OID_INT8_ARRAY, OID_INT8}},
@@ -198,8 +206,8 @@ static const char schema_sql[] = "SELECT pg_advisory_xact_lock(" PGSQL_SCHEMA_LO
 
 /* Sets the default timeout only where nothing else did ('0' is also what an explicit 0 reads
  * as: to turn the timeout off, set a very large one), then reports the one in force, in ms. */
-static const char session_sql[] =
-    "SELECT set_config('statement_timeout', '" PGSQL_STATEMENT_TIMEOUT "', false)"
+static const char session_sql_fmt[] =
+    "SELECT set_config('statement_timeout', '%" PRId64 "ms', false)"
     " WHERE current_setting('statement_timeout') = '0';"
     "SELECT setting FROM pg_settings WHERE name = 'statement_timeout'";
 
@@ -213,12 +221,17 @@ typedef struct pgsql_store {
     PGconn *conn;       /* owned; PQreset reuses it with the parameters of the first connect */
     bool broken;        /* the connection is lost or mid-statement: reconnect before using it */
     bool session_ready; /* session_sql ran since the last (re)connect */
-    bool prepared[STMT_COUNT_]; /* per connection: a reconnect forgets them all */
-    int64_t wait_ms;            /* client-side bound on one statement */
-    scratch_t param[3];         /* binary array parameters of the statement being sent */
-    scratch_t deltas;           /* the batch's deltas, sorted and merged */
-    scratch_t totals;           /* the new total of each of them, in the same order */
-    scratch_t offsets;          /* the batch's offsets, sorted */
+    bool prepared[STMT_COUNT_];  /* per connection: a reconnect forgets them all */
+    int64_t wait_ms;             /* client-side bound on one statement */
+    int64_t statement_ms;        /* cfg->timeouts.store_statement_ms: wait_ms at most */
+    int64_t server_statement_ms; /* cfg->timeouts.store_server_statement_ms */
+    int64_t batch_ms;            /* cfg->timeouts.store_batch_ms */
+    int64_t deadline_ms;         /* while a batch runs, its end (now_ms()); else 0 */
+    char session_sql[300];       /* session_sql_fmt with the default statement_timeout */
+    scratch_t param[3];          /* binary array parameters of the statement being sent */
+    scratch_t deltas;            /* the batch's deltas, sorted and merged */
+    scratch_t totals;            /* the new total of each of them, in the same order */
+    scratch_t offsets;           /* the batch's offsets, sorted */
 } pgsql_store_t;
 
 static pgsql_store_t *pgsql_store(hc_store_t *st)
@@ -507,6 +520,10 @@ static hc_err_t await_result(pgsql_store_t *pst, const char *what, ExecStatusTyp
     PGconn *conn = pst->conn;
     int64_t deadline = now_ms() + pst->wait_ms;
     PGresult *res = NULL;
+
+    if (pst->deadline_ms > 0 && pst->deadline_ms < deadline) {
+        deadline = pst->deadline_ms; /* the batch's bound is the tighter one */
+    }
     PGresult *next;
     ExecStatusType status;
     hc_err_t err;
@@ -565,9 +582,10 @@ fail_wait:
         /* Mid-statement: the connection cannot be reused; PQreset closes it. */
         pst->broken = true;
         hc_errstr_set(errstr, errstr_size,
-                      "postgresql store: %s: no answer from the server within %lld ms; dropping "
-                      "the connection",
-                      what, (long long)pst->wait_ms);
+                      "postgresql store: %s: no answer from the server within %lld ms%s; "
+                      "dropping the connection",
+                      what, (long long)pst->wait_ms,
+                      pst->deadline_ms > 0 ? " (or by the batch's deadline, store_batch_ms)" : "");
         err = HC_ERR_TRANSIENT;
         goto out_clear;
     }
@@ -656,9 +674,9 @@ static hc_err_t setup_session(pgsql_store_t *pst, char *errstr, size_t errstr_si
     if (PQsetnonblocking(pst->conn, 1) != 0) {
         return lost(pst, "setting up the session", errstr, errstr_size);
     }
-    pst->wait_ms = PGSQL_DEFAULT_WAIT_MS;
-    err = run_sql(pst, session_sql, "setting up the session", false, PGRES_TUPLES_OK, &res, errstr,
-                  errstr_size);
+    pst->wait_ms = pst->statement_ms;
+    err = run_sql(pst, pst->session_sql, "setting up the session", false, PGRES_TUPLES_OK, &res,
+                  errstr, errstr_size);
     if (err != HC_OK) {
         return err;
     }
@@ -671,8 +689,11 @@ static hc_err_t setup_session(pgsql_store_t *pst, char *errstr, size_t errstr_si
         err = HC_ERR_FATAL;
         goto out_clear;
     }
+    /* A statement_timeout the URI, role or database set moves the client's wait with it (the
+     * same grace above it), but never past store_statement_ms, which the watchdog counts on. */
     if (ms > 0 && ms < INT64_MAX / 2) {
-        pst->wait_ms = ms + PGSQL_CLIENT_GRACE_MS;
+        int64_t grace = pst->statement_ms - pst->server_statement_ms;
+        pst->wait_ms = ms + grace < pst->statement_ms ? ms + grace : pst->statement_ms;
     }
     pst->session_ready = true;
 out_clear:
@@ -842,7 +863,11 @@ static hc_err_t pgsql_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
     static const char *const keys[] = {
         "connect_timeout", "fallback_application_name", "dbname", "client_encoding", NULL,
     };
-    const char *values[] = {PGSQL_CONNECT_TIMEOUT_S, "hotcount", cfg->store, "UTF8", NULL};
+    hc_timeouts_t scratch;
+    const hc_timeouts_t *t = hc_timeouts_of(cfg, &scratch);
+    char connect_s[24]; /* libpq counts whole seconds: rounded up */
+    snprintf(connect_s, sizeof(connect_s), "%" PRId64, (t->store_connect_ms + 999) / 1000);
+    const char *values[] = {connect_s, "hotcount", cfg->store, "UTF8", NULL};
     pgsql_store_t *pst;
     char msg[MSG_MAX];
     hc_err_t err;
@@ -857,7 +882,11 @@ static hc_err_t pgsql_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
         return out_of_memory(errstr, errstr_size);
     }
     pst->base.ops = &hc_store_pgsql_ops;
-    pst->wait_ms = PGSQL_DEFAULT_WAIT_MS;
+    pst->statement_ms = t->store_statement_ms;
+    pst->server_statement_ms = t->store_server_statement_ms;
+    pst->batch_ms = t->store_batch_ms;
+    pst->wait_ms = pst->statement_ms;
+    snprintf(pst->session_sql, sizeof(pst->session_sql), session_sql_fmt, pst->server_statement_ms);
     pst->conn = PQconnectdbParams(keys, values, 1);
     if (pst->conn == NULL) {
         err = out_of_memory(errstr, errstr_size);
@@ -1086,9 +1115,12 @@ static hc_err_t offsets_move(pgsql_store_t *pst, const hc_store_batch_t *batch,
 /* Adds d[0..count) in one statement. */
 static int delta_cmp(const void *a, const void *b);
 
-/* Adds d[0..count) (sorted by delta_cmp, each id once) and sets totals[k] to d[k]'s new total. */
+/* Adds d[0..count) (sorted by delta_cmp, each id once) and sets totals[k] to d[k]'s new total.
+ * HC_ERR_RECORD, *refused the first delta whose sum would leave bigint (the statement left its
+ * row alone: see STMT_COUNTS_ADD); the caller rolls back. */
 static hc_err_t counts_add(pgsql_store_t *pst, const hc_store_delta_t *d, size_t count,
-                           int64_t updated_ms, int64_t *totals, char *errstr, size_t errstr_size)
+                           int64_t updated_ms, int64_t *totals, const hc_store_delta_t **refused,
+                           char *errstr, size_t errstr_size)
 {
     const char *values[3];
     int lengths[3];
@@ -1129,23 +1161,57 @@ static hc_err_t counts_add(pgsql_store_t *pst, const hc_store_delta_t *d, size_t
     if (err != HC_OK) {
         return err;
     }
-    /* Every post is inserted or updated exactly once; anything else means the statement is not
-     * doing what this file says it does. */
-    if ((size_t)PQntuples(res) != count) {
+    /* Every post is inserted or updated exactly once but those whose sum would overflow; more
+     * rows means the statement is not doing what this file says it does. */
+    if ((size_t)PQntuples(res) > count) {
         hc_errstr_set(errstr, errstr_size, "postgresql store: adding deltas: %d rows for %zu posts",
                       PQntuples(res), count);
         err = HC_ERR_FATAL;
     }
-    /* RETURNING's row order is not promised: each row finds its delta by id. */
+    /* RETURNING's row order is not promised: each row finds its delta by id. Any int64 can be
+     * a total, so a missing row is found with flags, allocated only when rows are missing. */
+    bool *seen = NULL;
+    if (err == HC_OK && (size_t)PQntuples(res) < count) {
+        seen = calloc(count, sizeof(*seen));
+        if (seen == NULL) {
+            err = out_of_memory(errstr, errstr_size);
+        }
+    }
     for (int row = 0; err == HC_OK && row < PQntuples(res); row++) {
         hc_store_delta_t key = {PQgetvalue(res, row, 0), (size_t)PQgetlength(res, row, 0), 0};
         const hc_store_delta_t *at = bsearch(&key, d, count, sizeof(*d), delta_cmp);
         if (PQgetisnull(res, row, 0) || at == NULL || !value_i64(res, row, 1, &totals[at - d])) {
             err = layout_fail(stmt_defs[STMT_COUNTS_ADD].what, errstr, errstr_size);
+        } else if (seen != NULL) {
+            seen[at - d] = true;
         }
     }
+    for (size_t k = 0; err == HC_OK && seen != NULL && k < count; k++) {
+        if (!seen[k]) {
+            *refused = &d[k];
+            hc_errstr_set(errstr, errstr_size,
+                          "postgresql store: delta %lld would take the count of post \"%.*s\" "
+                          "past bigint; nothing was written",
+                          (long long)d[k].delta,
+                          d[k].post_id_len > 300 ? 300 : (int)d[k].post_id_len, d[k].post_id);
+            err = HC_ERR_RECORD;
+        }
+    }
+    free(seen);
     PQclear(res);
     return err;
+}
+
+/* On HC_ERR_RECORD: the index in the batch of the post with id (the first delta of it). */
+static void refuse(const hc_store_batch_t *batch, const hc_store_delta_t *bad)
+{
+    for (size_t i = 0; batch->refused_out != NULL && i < batch->delta_count; i++) {
+        if (batch->deltas[i].post_id_len == bad->post_id_len &&
+            memcmp(batch->deltas[i].post_id, bad->post_id, bad->post_id_len) == 0) {
+            *batch->refused_out = i;
+            return;
+        }
+    }
 }
 
 /* Byte order, shorter first on a common prefix: the "C" collation's order. */
@@ -1194,7 +1260,8 @@ static hc_err_t sort_deltas(pgsql_store_t *pst, const hc_store_batch_t *batch, s
             if (__builtin_add_overflow(d[n - 1].delta, d[i].delta, &d[n - 1].delta)) {
                 hc_errstr_set(errstr, errstr_size,
                               "postgresql store: the deltas of a post listed twice overflow");
-                return HC_ERR_INVALID;
+                refuse(batch, &d[i]);
+                return HC_ERR_RECORD;
             }
             continue;
         }
@@ -1262,7 +1329,7 @@ static hc_err_t commit(pgsql_store_t *pst, char *errstr, size_t errstr_size)
     return err;
 }
 
-static hc_err_t pgsql_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
+static hc_err_t apply_batch(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
                             size_t errstr_size)
 {
     pgsql_store_t *pst = pgsql_store(st);
@@ -1274,15 +1341,21 @@ static hc_err_t pgsql_apply(hc_store_t *st, const hc_store_batch_t *batch, char 
     size_t i;
     hc_err_t err;
 
-    /* The server would refuse these mid-transaction; say which delta, before touching it. */
+    /* The server would refuse these mid-transaction with an error that names no post; say
+     * which delta, before touching anything. A record class, not a broken store: the id came
+     * from likes.partials, and no text column can hold it (storing ids as bytea instead would
+     * break `SELECT likes ... WHERE post_id = 'x'`, the layout's plain text key). */
     for (i = 0; i < batch->delta_count; i++) {
         d = &batch->deltas[i];
         if (!is_storable((const unsigned char *)d->post_id, d->post_id_len)) {
             hc_errstr_set(errstr, errstr_size,
                           "postgresql store: delta %zu: post_id is not valid UTF-8 or holds a "
-                          "NUL byte",
+                          "NUL byte; nothing was written",
                           i);
-            return HC_ERR_INVALID;
+            if (batch->refused_out != NULL) {
+                *batch->refused_out = i;
+            }
+            return HC_ERR_RECORD;
         }
     }
     err = sort_deltas(pst, batch, &n_deltas, errstr, errstr_size);
@@ -1325,9 +1398,13 @@ static hc_err_t pgsql_apply(hc_store_t *st, const hc_store_batch_t *batch, char 
     }
     totals = pst->totals.data;
     for (i = 0; i < n_deltas; i += PGSQL_APPLY_CHUNK) {
+        const hc_store_delta_t *refused = NULL;
         err = counts_add(pst, d + i,
                          n_deltas - i < PGSQL_APPLY_CHUNK ? n_deltas - i : PGSQL_APPLY_CHUNK,
-                         batch->now_ms, totals + i, errstr, errstr_size);
+                         batch->now_ms, totals + i, &refused, errstr, errstr_size);
+        if (err == HC_ERR_RECORD) {
+            refuse(batch, refused);
+        }
         if (err != HC_OK) {
             goto fail_rollback;
         }
@@ -1569,6 +1646,18 @@ static hc_err_t pgsql_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, 
 
 fail_rollback:
     return rollback(pst, err);
+}
+
+/* One batch, every statement of it within store_batch_ms. */
+static hc_err_t pgsql_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
+                            size_t errstr_size)
+{
+    pgsql_store_t *pst = pgsql_store(st);
+
+    pst->deadline_ms = now_ms() + pst->batch_ms;
+    hc_err_t err = apply_batch(st, batch, errstr, errstr_size);
+    pst->deadline_ms = 0;
+    return err;
 }
 
 const hc_store_ops_t hc_store_pgsql_ops = {

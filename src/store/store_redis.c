@@ -1,7 +1,7 @@
 /* The Redis store: "redis://[[user]:password@]host[:port][/db]" (port 6379 and db 0 by default;
  * user and password may be percent-encoded; a user name is sent as Redis 6 ACL `AUTH user pw`).
  *
- * Layout (CONTRACT.md, "Store layout"):
+ * Layout (docs/FORMATS.md, "Store layout"):
  *
  *   <store.redis.prefix>P        string: the count of post P, an integer (`GET likes:P` reads it)
  *   hotcount:offsets:<group>     hash: field "<topic>/<partition>", value the next offset to read
@@ -53,14 +53,16 @@
  * during the scan; a set of the ids seen (on the client, about 100 bytes per post) makes foreach
  * and top report each post once.
  *
- * Errors. A refused connection, a reset, or no reply within REDIS_COMMAND_TIMEOUT_MS is
+ * Errors. A refused connection, a reset, or no reply within the command bound
+ * (cfg->timeouts.store_statement_ms; a whole batch within store_batch_ms) is
  * HC_ERR_TRANSIENT; hiredis cannot reuse a context after an I/O error, so the handle drops it and
  * the next call reconnects (stage 2 then retries the same batch and the compare-and-set guards
  * it). Error replies that mean "not now" (LOADING, BUSY, MASTERDOWN, READONLY, OOM, MISCONF,
  * TRYAGAIN, ...) are HC_ERR_TRANSIENT too; READONLY and MASTERDOWN also drop the connection so
  * that the next call reaches whatever primary the address leads to by then. Anything else (a
- * script error, a count that is not an integer, an unexpected reply) is HC_ERR_FATAL with the
- * server's message. Run with SIGPIPE ignored (the CLI does): hiredis writes with write(2).
+ * script error, an unexpected reply) is HC_ERR_FATAL with the server's message; a count the
+ * batch cannot add to (near overflow, not an integer) is HC_ERR_RECORD naming that delta. Run with
+ * SIGPIPE ignored (the CLI does): hiredis writes with write(2).
  *
  * Not supported: Redis Cluster (the commit touches keys in every slot), TLS. Durability is the
  * server's: with AOF everysec a crash loses up to a second of batches, counts and offsets
@@ -70,6 +72,7 @@
 #include "store_impl.h"
 
 #include <hiredis/hiredis.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -79,21 +82,22 @@
 #include <sys/random.h>
 #include <sys/time.h>
 
+#include "hotcount/clock.h"
+#include "hotcount/timeouts.h"
+
 #define REDIS_URI_PREFIX "redis://"
 #define REDIS_URI_FORM "redis://[:password@]host[:port][/db]"
 #define REDIS_DEFAULT_PORT 6379
 #define OFFSETS_KEY_PREFIX "hotcount:offsets:"
 #define STAGING_KEY_PREFIX "hotcount:staging:"
 
-/* Connecting is a handshake on a LAN: 5 s only runs out when the host is gone. */
-#define REDIS_CONNECT_TIMEOUT_MS 5000
-/* Every command waits at most this long for its reply, so an unresponsive server (stopped,
- * partitioned, stuck) becomes HC_ERR_TRANSIENT rather than a hang. */
-#define REDIS_COMMAND_TIMEOUT_MS 10000
-/* ...except a commit, which runs the whole batch in one script and gets this much longer per
- * delta: 50 us, five times what a loaded 2-CPU test VM needed (about 9 us), so a million-delta
- * commit may take a minute before it counts as lost. A commit that times out anyway is safe:
- * it may still land, and the retry then meets BUSY while it runs and HC_ERR_CONFLICT after. */
+/* Connecting and every command are bounded by cfg->timeouts (store_connect_ms,
+ * store_statement_ms: hotcount/timeouts.h), so an unresponsive server (stopped, partitioned,
+ * stuck) becomes HC_ERR_TRANSIENT rather than a hang... except a commit, which runs the whole batch
+ * in one script and gets this much longer per delta: 50 us, five times what a loaded 2-CPU test VM
+ * needed (about 9 us), so a million-delta commit may take a minute before it counts as lost. A
+ * commit that times out anyway is safe: it may still land, and the retry then meets BUSY while it
+ * runs and HC_ERR_CONFLICT after. */
 #define REDIS_COMMIT_US_PER_DELTA 50
 
 /* One script call's share of a batch: 10 000 deltas, or 1 MiB of keys and values, whichever
@@ -121,7 +125,9 @@
  * Replies: {1} a part staged; {1, total...} committed, each post's new total in batch order
  * (staged parts first; exact below 2^53, as Lua numbers are doubles); {0, i, stored} offset i
  * conflicts (nothing written); {-1} the staged pairs
- * are not all there (nothing written); {-2, key} key cannot take INCRBY (nothing written).
+ * are not all there (nothing written); {-2, key, i, why} the count key of delta i (0-based, in
+ * batch order) cannot take INCRBY (nothing written): why "overflow" (its magnitude would pass
+ * 9e18) or "type" (not an integer, or another type).
  * RPUSH takes 200 arguments at a time: unpack() is bounded by Lua's C stack; 200 is even, so
  * pairs stay whole. LRANGE reads 1000 elements (500 pairs) at a time for the same reason. */
 static const char apply_script[] =
@@ -148,32 +154,39 @@ static const char apply_script[] =
     "  return {1}\n"
     "end\n"
     "local n = #KEYS - 2\n"
-    /* INCRBY fails on a wrong type, a non-integer or an overflow: refuse those up front. */
+    /* INCRBY fails on a wrong type, a non-integer or an overflow: refuse those up front. Lua
+     * numbers are doubles, so the bound is 9e18, far enough below 2^63 that rounding cannot
+     * hide an overflow, and an absent count is 0 (a first delta is bounded too). */
     "local function bad(key, d)\n"
     "  local v = redis.pcall('GET', key)\n"
-    "  if type(v) == 'table' then return true end\n"
-    "  if not v then return false end\n"
-    "  if v ~= '0' and not string.find(v, '^%-?[1-9]%d*$') then return true end\n"
+    "  if type(v) == 'table' then return 'type' end\n"
+    "  v = v or '0'\n"
+    "  if v ~= '0' and not string.find(v, '^%-?[1-9]%d*$') then return 'type' end\n"
     "  local s = tonumber(v) + tonumber(d)\n"
-    "  return s > 9e18 or s < -9e18\n"
+    "  if s > 9e18 or s < -9e18 then return 'overflow' end\n"
+    "  return nil\n"
     "end\n"
     "local function each_staged(fn)\n"
     "  for s = 0, 2 * staged - 1, 1000 do\n"
     "    local items = redis.call('LRANGE', KEYS[2], s, s + 999)\n"
     "    for j = 1, #items, 2 do\n"
-    "      local r = fn(items[j], items[j + 1])\n"
+    "      local r = fn(items[j], items[j + 1], s / 2 + (j - 1) / 2)\n"
     "      if r then return r end\n"
     "    end\n"
     "  end\n"
     "end\n"
-    "local badkey = nil\n"
+    "local refused = each_staged(function(key, d, pos)\n"
+    "  local why = bad(key, d)\n"
+    "  if why then return {-2, key, pos, why} end\n"
+    "end)\n"
     "for i = 1, n do\n"
-    "  if bad(KEYS[i + 2], ARGV[first + i - 1]) then badkey = KEYS[i + 2] break end\n"
+    "  if refused then break end\n"
+    "  local why = bad(KEYS[i + 2], ARGV[first + i - 1])\n"
+    "  if why then refused = {-2, KEYS[i + 2], staged + i - 1, why} end\n"
     "end\n"
-    "badkey = badkey or each_staged(function(key, d) if bad(key, d) then return key end end)\n"
-    "if badkey then\n"
+    "if refused then\n"
     "  redis.call('DEL', KEYS[2])\n"
-    "  return {-2, badkey}\n"
+    "  return refused\n"
     "end\n"
     "local totals = {1}\n"
     "each_staged(function(key, d) totals[#totals + 1] = redis.call('INCRBY', key, d) end)\n"
@@ -228,6 +241,9 @@ typedef struct redis_store {
     char *prefix;   /* owned copy of store.redis.prefix */
     size_t prefix_len;
     long timeout_ms;     /* the reply timeout the next command should have */
+    long connect_ms;     /* cfg->timeouts.store_connect_ms */
+    long command_ms;     /* cfg->timeouts.store_statement_ms */
+    int64_t batch_ms;    /* cfg->timeouts.store_batch_ms: every part of one apply */
     long ctx_timeout_ms; /* the reply timeout set on ctx */
     char name[80];       /* CLIENT SETNAME: "hotcount-<instance.id>" */
     char sha[41];        /* the script's SHA1, as SCRIPT LOAD reported it */
@@ -633,7 +649,7 @@ static hc_err_t ensure_connected(redis_store_t *rs, char *errstr, size_t errstr_
     if (rs->ctx != NULL) {
         return HC_OK;
     }
-    rs->ctx = redisConnectWithTimeout(rs->host, rs->port, ms_to_timeval(REDIS_CONNECT_TIMEOUT_MS));
+    rs->ctx = redisConnectWithTimeout(rs->host, rs->port, ms_to_timeval(rs->connect_ms));
     if (rs->ctx == NULL) {
         hc_errstr_set(errstr, errstr_size, "redis store: out of memory connecting");
         return HC_ERR_FATAL;
@@ -645,14 +661,14 @@ static hc_err_t ensure_connected(redis_store_t *rs, char *errstr, size_t errstr_
         goto fail_disconnect;
     }
     /* Keepalive finds a peer that vanished without a FIN while we wait for a reply. */
-    if (redisSetTimeout(rs->ctx, ms_to_timeval(REDIS_COMMAND_TIMEOUT_MS)) != REDIS_OK ||
+    if (redisSetTimeout(rs->ctx, ms_to_timeval(rs->command_ms)) != REDIS_OK ||
         redisEnableKeepAlive(rs->ctx) != REDIS_OK) {
         hc_errstr_set(errstr, errstr_size, "redis store: setting up the connection to %s:%d: %s",
                       rs->host, rs->port, rs->ctx->errstr);
         err = HC_ERR_TRANSIENT;
         goto fail_disconnect;
     }
-    rs->ctx_timeout_ms = REDIS_COMMAND_TIMEOUT_MS;
+    rs->ctx_timeout_ms = rs->command_ms;
     err = handshake(rs, errstr, errstr_size);
     if (err != HC_OK) {
         goto fail_disconnect;
@@ -953,7 +969,12 @@ static hc_err_t redis_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
         return HC_ERR_FATAL;
     }
     rs->base.ops = &hc_store_redis_ops;
-    rs->timeout_ms = REDIS_COMMAND_TIMEOUT_MS;
+    hc_timeouts_t scratch;
+    const hc_timeouts_t *t = hc_timeouts_of(cfg, &scratch);
+    rs->connect_ms = (long)t->store_connect_ms;
+    rs->command_ms = (long)t->store_statement_ms;
+    rs->batch_ms = t->store_batch_ms;
+    rs->timeout_ms = rs->command_ms;
     err = parse_uri(rs, cfg->store, errstr, errstr_size);
     if (err != HC_OK) {
         goto fail_close;
@@ -1231,13 +1252,26 @@ static hc_err_t part_outcome(const redisReply *reply, const hc_store_batch_t *ba
                       "(expired or evicted); nothing was written, retry the batch");
         return HC_ERR_TRANSIENT;
     }
-    if (code == -2 && reply->elements == 2 && reply->element[1]->type == REDIS_REPLY_STRING) {
+    if (code == -2 && reply->elements == 4 && reply->element[1]->type == REDIS_REPLY_STRING &&
+        reply->element[2]->type == REDIS_REPLY_INTEGER &&
+        reply->element[3]->type == REDIS_REPLY_STRING) {
+        index = reply->element[2]->integer;
+        if (index < 0 || (size_t)index >= batch->delta_count) {
+            return unexpected_reply("apply", errstr, errstr_size);
+        }
+        bool overflow = strcmp(reply->element[3]->str, "overflow") == 0;
         hc_errstr_set(errstr, errstr_size,
-                      "redis store: key \"%.*s\" cannot take INCRBY (not an integer, another "
-                      "type, or near overflow); nothing was written",
+                      "redis store: delta %lld (%lld) %s key \"%.*s\"; nothing was written", index,
+                      (long long)batch->deltas[index].delta,
+                      overflow ? "would take past 9e18 the count at"
+                               : "cannot be added to (not an integer, or another type)",
                       reply->element[1]->len > 300 ? 300 : (int)reply->element[1]->len,
                       reply->element[1]->str);
-        return HC_ERR_FATAL;
+        if (batch->refused_out != NULL) {
+            *batch->refused_out = (size_t)index;
+        }
+        /* One post's count is refused, the store is fine: the caller sets that post aside. */
+        return HC_ERR_RECORD;
     }
     return unexpected_reply("apply", errstr, errstr_size);
 }
@@ -1259,21 +1293,33 @@ static hc_err_t redis_apply(hc_store_t *st, const hc_store_batch_t *batch, char 
     }
     /* On any failure the parts staged so far stay behind, invisible, until their list expires;
      * a retry stages under a new id. */
+    /* The parts share one deadline, so a batch of any size is bounded by store_batch_ms. */
+    int64_t deadline = hc_now_ms() + rs->batch_ms;
     do {
         end = part_end(rs, batch, start);
         last = end == batch->delta_count;
         build_part(rs, batch, batch_id, start, end, last);
+        long want = rs->command_ms;
         if (last) {
-            rs->timeout_ms = REDIS_COMMAND_TIMEOUT_MS +
-                             (long)(batch->delta_count * REDIS_COMMIT_US_PER_DELTA / 1000);
+            want += (long)(batch->delta_count * REDIS_COMMIT_US_PER_DELTA / 1000);
         }
+        int64_t left = deadline - hc_now_ms();
+        if (left <= 0) {
+            hc_errstr_set(errstr, errstr_size,
+                          "redis store: apply: the batch took longer than %" PRId64
+                          " ms; nothing of it was applied",
+                          rs->batch_ms);
+            err = HC_ERR_TRANSIENT;
+            break;
+        }
+        rs->timeout_ms = left < want ? (long)left : want;
         err = run_script(rs, &rs->args, &reply, errstr, errstr_size);
         if (err == HC_OK) {
             err = part_outcome(reply, batch, last, errstr, errstr_size);
         }
         start = end;
     } while (err == HC_OK && !last);
-    rs->timeout_ms = REDIS_COMMAND_TIMEOUT_MS;
+    rs->timeout_ms = rs->command_ms;
     return err;
 }
 

@@ -1,6 +1,6 @@
 /* The SQLite store: "sqlite:PATH" (PATH may be ":memory:", handy for tests and the demo).
  *
- * Layout (CONTRACT.md, "Store layout"):
+ * Layout (docs/FORMATS.md, "Store layout"):
  *
  *   hotcount_counts  (post_id TEXT PRIMARY KEY, likes BIGINT NOT NULL, updated_at INTEGER)
  *   hotcount_offsets (consumer_group TEXT, topic TEXT, partition INT, next_offset BIGINT NOT NULL,
@@ -40,10 +40,6 @@
 #include <string.h>
 
 #define SQLITE_URI_PREFIX "sqlite:"
-
-/* How long a call waits for another handle's write lock before it reports HC_ERR_TRANSIENT.
- * Batches commit in milliseconds; 5 s only runs out when another process hangs on to the lock. */
-#define SQLITE_BUSY_TIMEOUT_MS 5000
 
 enum stmt_id {
     STMT_BEGIN_READ,
@@ -332,7 +328,11 @@ static hc_err_t sqlite_open(const hc_config_t *cfg, hc_store_t **stp, char *errs
         goto fail_close;
     }
     /* Before anything that may take a lock, so that switching to WAL waits out other handles. */
-    sqlite3_busy_timeout(sst->db, SQLITE_BUSY_TIMEOUT_MS);
+    /* How long a call waits for another handle's write lock before it reports HC_ERR_TRANSIENT:
+     * cfg->timeouts.store_statement_ms (5 s). Batches commit in milliseconds; 5 s only runs out
+     * when another process hangs on to the lock. */
+    hc_timeouts_t scratch;
+    sqlite3_busy_timeout(sst->db, (int)hc_timeouts_of(cfg, &scratch)->store_statement_ms);
 
     /* WAL lets readers (get, top, verify) run beside stage 2's writer, and makes a commit one
      * append instead of a rollback-journal round trip. The mode is stored in the file; an
@@ -512,6 +512,21 @@ static hc_err_t sqlite_apply(hc_store_t *st, const hc_store_batch_t *batch, char
         /* one row back (the new total), then done */
         rc = sqlite3_step(stmt);
         if (rc == SQLITE_ROW) {
+            /* SQLite turns an integer sum that leaves int64 into a REAL: the count would lose
+             * its exactness and every later delta with it, so the batch is refused instead. */
+            if (sqlite3_column_type(stmt, 0) != SQLITE_INTEGER) {
+                stmt_done(stmt);
+                hc_errstr_set(errstr, errstr_size,
+                              "sqlite store: delta %zu (%lld) would take the count of post "
+                              "\"%.*s\" past int64; nothing was written",
+                              i, (long long)d->delta,
+                              d->post_id_len > 300 ? 300 : (int)d->post_id_len, d->post_id);
+                if (batch->refused_out) {
+                    *batch->refused_out = i;
+                }
+                err = HC_ERR_RECORD;
+                goto fail_rollback;
+            }
             if (batch->totals_out) {
                 batch->totals_out[i] = sqlite3_column_int64(stmt, 0);
             }

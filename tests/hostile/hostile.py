@@ -13,7 +13,8 @@
       each copy sent to an invalid one is there exactly once (hotcount-source names its raw
       offset) with exactly the expected hotcount-error reason, the original key, and the
       original bytes, or for a message over what stage 1 may send, its first max-bytes bytes
-      with hotcount-truncated-from giving the original length; that no copy of a valid message
+      with hotcount-truncated-from giving the original length (likewise a 1 MB key: its first
+      1024 bytes, hotcount-key-truncated-from); that no copy of a valid message
       and nothing else is there; and that each valid message's post has the expected count in
       the store dump (`hotcount get --all`). Exit 0 when all holds, 1 with a report otherwise.
 """
@@ -35,6 +36,9 @@ oracle = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(oracle)
 
 
+KEY_CUT = 1024  # stage 1's DLQ_KEY_MAX: docs/FORMATS.md "Dead letters"
+
+
 def load_corpus(path):
     entries = []
     with open(path) as f:
@@ -46,7 +50,10 @@ def load_corpus(path):
                               g["count"] + bytes.fromhex(g["suffix_hex"]))
             else:
                 e["value"] = None if e["value_hex"] is None else bytes.fromhex(e["value_hex"])
-            e["key"] = None if e["key_hex"] is None else bytes.fromhex(e["key_hex"])
+            if "key_gen" in e:
+                e["key"] = bytes.fromhex(e["key_gen"]["fill_hex"]) * e["key_gen"]["count"]
+            else:
+                e["key"] = None if e["key_hex"] is None else bytes.fromhex(e["key_hex"])
             entries.append(e)
     return entries
 
@@ -145,8 +152,19 @@ def check(args):
             return
         if reason != e["expect"]:
             problems.append(f"{e['name']}: reason {reason}, want {e['expect']} ({src})")
-        if m.key() != e["key"]:
-            problems.append(f"{e['name']}: key {show(m.key())}, want {show(e['key'])} ({src})")
+        key_cut_from = headers.get("hotcount-key-truncated-from")
+        if "key_gen" in e:
+            # a key too big for a dead letter: its first KEY_CUT bytes, the cut marked
+            truncated.append(e["name"] + " (key)")
+            if key_cut_from != str(len(e["key"])).encode():
+                problems.append(f"{e['name']}: hotcount-key-truncated-from {key_cut_from!r}, "
+                                f"want {len(e['key'])} ({src})")
+            if m.key() != e["key"][:KEY_CUT]:
+                problems.append(f"{e['name']}: key {show(m.key())}, want the first {KEY_CUT} "
+                                f"bytes of the original ({src})")
+        elif key_cut_from is not None or m.key() != e["key"]:
+            problems.append(f"{e['name']}: key {show(m.key())} (cut from {key_cut_from!r}), "
+                            f"want {show(e['key'])} ({src})")
         value = m.value()
         orig = e["value"]
         cut_from = headers.get("hotcount-truncated-from")

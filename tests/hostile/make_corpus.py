@@ -5,13 +5,15 @@ Kafka key it is sent with and what stage 1 must make of it (include/core/hotcoun
 One JSON object per line:
   name        unique, says what the message is
   key_hex     the Kafka key's bytes in hex ("" is an empty key), or null for no key
+  key_gen     instead of key_hex for big keys: {"fill_hex", "count"}, the key being fill * count
+              (a dead letter cuts such a key to its first 1024 bytes, hotcount-key-truncated-from)
   value_hex   the value's bytes in hex ("" is an empty value), or null for no value (tombstone);
   value_gen   instead of value_hex for big values: {"prefix_hex", "fill_hex", "count",
               "suffix_hex"}, the value being prefix + fill * count + suffix
   expect      the hotcount-error reason, or "ok" for a valid event
   post_hex    (ok only) the post id it counts for, as bytes in hex
   delta       (ok only) +1 or -1
-The expectations come from the contract (CONTRACT.md "Events", README "Formats") and the reason
+The expectations come from the contract (docs/FORMATS.md "Events") and the reason
 precedence in event.h, never from running hotcount. Valid events use post ids that
 `hotcount produce` never generates (its ids are "1".."N"), so their counts can be checked.
 
@@ -40,9 +42,11 @@ def b(x):
     return x.encode("utf-8", "surrogatepass") if isinstance(x, str) else x
 
 
-def add(name, value, expect, key=b"hostile#0", post=None, delta=None, gen=None):
+def add(name, value, expect, key=b"hostile#0", post=None, delta=None, gen=None, key_gen=None):
     assert all(e["name"] != name for e in ENTRIES), name
     e = {"name": name, "key_hex": None if key is None else b(key).hex()}
+    if key_gen is not None:
+        e["key_gen"] = key_gen
     if gen is not None:
         e["value_gen"] = gen
     else:
@@ -143,6 +147,9 @@ add("post_id_control_newline_escape", '{"post_id":"a\\nb"}', "post_id_control_ch
 add("post_id_control_nul_escape", '{"post_id":"a\\u0000"}', "post_id_control_char")
 add("post_id_control_1f_escape", '{"post_id":"\\u001F"}', "post_id_control_char")
 add("post_id_control_raw_del", b'{"post_id":"a\x7f"}', "post_id_control_char")
+# C1 controls (U+0080-U+009F) are control characters too: raw UTF-8 and escaped
+add("post_id_control_c1_raw_85", b'{"post_id":"a\xc2\x85b"}', "post_id_control_char")
+add("post_id_control_c1_escape_9b", '{"post_id":"\\u009b[31m"}', "post_id_control_char")
 add("bad_post_id_type_negative", '{"post_id":-1}', "bad_post_id_type")
 add("bad_post_id_type_minus_zero", '{"post_id":-0}', "bad_post_id_type")
 add("bad_post_id_type_float", '{"post_id":1.5}', "bad_post_id_type")
@@ -206,11 +213,17 @@ add("ok_empty_kafka_key", '{"post_id":"' + P + 'nokey"}', "ok", key=b"", post=P 
     delta=1)
 add("ok_null_kafka_key", '{"post_id":"' + P + 'nokey","op":"like"}', "ok", key=None,
     post=P + "nokey", delta=1)
-add("ok_utf8_boundaries_post_id", '{"post_id":"\u0080\u07ff\u0800\ud7ff\ue000\ufffd\U0010ffff"}',
-    "ok", key=raw_key(b("\u0080\u07ff\u0800\ud7ff\ue000\ufffd\U0010ffff")),
-    post="\u0080\u07ff\u0800\ud7ff\ue000\ufffd\U0010ffff", delta=1)
+add("ok_utf8_boundaries_post_id", '{"post_id":"\u00a0\u07ff\u0800\ud7ff\ue000\ufffd\U0010ffff"}',
+    "ok", key=raw_key(b("\u00a0\u07ff\u0800\ud7ff\ue000\ufffd\U0010ffff")),
+    post="\u00a0\u07ff\u0800\ud7ff\ue000\ufffd\U0010ffff", delta=1)
 add("ok_key_lies_about_post", '{"post_id":"' + P + 'truth"}', "ok", key=b"someone-else#3",
     post=P + "truth", delta=1)
+# A key of 1 MB: over what stage 1's producer may send in a dead letter, so the dead letter
+# carries its first 1024 bytes; a valid value with it is simply counted (the key is not read).
+add("not_json_1mb_key", "not json", "not_json", key=None,
+    key_gen={"fill_hex": "6b", "count": 1000000})
+add("ok_1mb_key", '{"post_id":"' + P + 'hugekey"}', "ok", key=None,
+    key_gen={"fill_hex": "6b", "count": 1000000}, post=P + "hugekey", delta=1)
 
 
 def main():

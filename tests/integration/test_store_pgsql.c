@@ -509,7 +509,7 @@ static void get_answers_zero_for_what_cannot_be_stored(void **state)
     assert_int_equal(likes[6], 7);
 }
 
-static void invalid_utf8_delta_is_invalid_and_changes_nothing(void **state)
+static void invalid_utf8_delta_is_a_bad_record_and_changes_nothing(void **state)
 {
     fixture_t *fx = *state;
     char good[80];
@@ -517,12 +517,23 @@ static void invalid_utf8_delta_is_invalid_and_changes_nothing(void **state)
     hc_store_delta_t deltas[2];
     hc_store_batch_t b;
 
+    size_t refused = 99;
+
     prefixed(good, sizeof(good), "good");
     deltas[0] = delta(good, 1);
     deltas[1] = delta("bad\xc3", 1);
     b = batch_of(&off, 1, deltas, 2);
-    assert_int_equal(hc_store_apply(fx->st, &b, fx->errstr, sizeof(fx->errstr)), HC_ERR_INVALID);
+    b.refused_out = &refused;
+    /* a bad record (stage 2 sets the post aside), not a broken store */
+    assert_int_equal(hc_store_apply(fx->st, &b, fx->errstr, sizeof(fx->errstr)), HC_ERR_RECORD);
     assert_non_null(strstr(fx->errstr, "delta 1"));
+    assert_int_equal(refused, 1);
+    /* a NUL byte likewise */
+    deltas[1].post_id = "bad\0id";
+    deltas[1].post_id_len = 6;
+    refused = 99;
+    assert_int_equal(hc_store_apply(fx->st, &b, fx->errstr, sizeof(fx->errstr)), HC_ERR_RECORD);
+    assert_int_equal(refused, 1);
     assert_int_equal(likes_of(fx->st, good), 0);
     assert_true(offset_of(fx->st, 0) == HC_OFFSET_NONE);
 }
@@ -1368,8 +1379,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(foreach_hands_back_exact_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(get_answers_zero_for_what_cannot_be_stored, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(invalid_utf8_delta_is_invalid_and_changes_nothing, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(invalid_utf8_delta_is_a_bad_record_and_changes_nothing,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(stale_batch_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(offset_none_conflicts_when_row_exists, setup, teardown),
         cmocka_unit_test_setup_teardown(post_listed_twice_is_summed, setup, teardown),

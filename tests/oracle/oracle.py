@@ -14,6 +14,7 @@ what hotcount produced:
 Exit status 0 when everything holds; 1 with a report otherwise.
 """
 import argparse
+import os
 import json
 import sys
 import time
@@ -118,7 +119,8 @@ def validate(value, max_bytes):
         post = pid.encode("utf-8")
         if len(post) == 0:
             raise Invalid("empty_post_id")
-        if any(b < 0x20 or b == 0x7F for b in post):
+        # C0, DEL, and the C1 controls U+0080-U+009F (docs/FORMATS.md, "Events")
+        if any(b < 0x20 or b == 0x7F for b in post) or any("\x80" <= c <= "\x9f" for c in pid):
             raise Invalid("post_id_control_char")
     else:
         raise Invalid("bad_post_id_type")
@@ -182,13 +184,35 @@ def read_topic(brokers, topic, fn, isolation="read_committed"):
     return ends
 
 
+def dynamodb_counts(uri):
+    """(post_id bytes, likes) of every item of the store's counts table, read with boto3 (a
+    strongly consistent Scan), independently of hotcount's own reader."""
+    import urllib.parse
+
+    import boto3
+
+    parsed = urllib.parse.urlsplit(uri)
+    region = parsed.netloc or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    prefix = parsed.path.lstrip("/") or "hotcount_"
+    endpoint = urllib.parse.parse_qs(parsed.query).get("endpoint", [None])[0]
+    client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint)
+    for page in client.get_paginator("scan").paginate(TableName=prefix + "counts",
+                                                      ConsistentRead=True):
+        for item in page["Items"]:
+            yield item["post_id"]["S"].encode(), int(item["likes"]["N"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--brokers", required=True)
     ap.add_argument("--raw", required=True)
     ap.add_argument("--dlq", required=True)
     ap.add_argument("--group", required=True, help="stage 1's consumer group")
-    ap.add_argument("--store-dump", required=True, help="`hotcount get --all` output (TSV)")
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store-dump", help="`hotcount get --all` output (TSV)")
+    where.add_argument("--store-dynamodb", metavar="URI",
+                       help="a dynamodb://REGION/PREFIX?endpoint=URL store: its counts table is "
+                       "scanned with boto3, not through hotcount")
     ap.add_argument("--max-bytes", type=int, default=4096)
     ap.add_argument("--min-events", type=int, default=0)
     ap.add_argument("--counts-topic", help="the changelog topic: its latest total per post must "
@@ -216,12 +240,18 @@ def main():
         problems.append(f"only {valid[0] + len(invalid)} events in {args.raw}")
 
     stored = {}
-    with open(args.store_dump, "rb") as f:
-        for line in f:
-            post, _, n = line.rstrip(b"\n").rpartition(b"\t")
+    if args.store_dynamodb:
+        for post, n in dynamodb_counts(args.store_dynamodb):
             if post in stored:
-                problems.append(f"store dump lists {post!r} twice")
-            stored[post] = int(n)
+                problems.append(f"the counts table lists {post!r} twice")
+            stored[post] = n
+    else:
+        with open(args.store_dump, "rb") as f:
+            for line in f:
+                post, _, n = line.rstrip(b"\n").rpartition(b"\t")
+                if post in stored:
+                    problems.append(f"store dump lists {post!r} twice")
+                stored[post] = int(n)
     mismatches = 0
     for post in set(counts) | set(stored):
         want, got = counts.get(post, 0), stored.get(post, 0)

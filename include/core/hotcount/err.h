@@ -16,6 +16,13 @@ typedef enum hc_err {
     HC_ERR_CONFLICT,  /* store compare-and-set lost: re-read offsets, seek, drop the window */
     HC_ERR_FULL,      /* a bounded container is full: flush, then retry */
     HC_ERR_FATAL,     /* cannot continue: exit non-zero */
+    /* One record (an event, a partial, one post of a store batch) is bad and always will be,
+     * while everything else is fine: set that record aside (dead-letter it with its reason) and
+     * go on with the rest. Unlike HC_ERR_INVALID (the caller's own arguments or configuration)
+     * it names data that came from outside; unlike HC_ERR_TRANSIENT ("the store is down") a
+     * retry of the same call fails the same way. Example: a store batch whose delta would take a
+     * post's count past int64 (hotcount/store.h says which post). */
+    HC_ERR_RECORD,
 } hc_err_t;
 
 /* Static name of an error class ("ok", "invalid", ...). */
