@@ -1,6 +1,7 @@
 /* Producer keying: FNV-1a 32 over the user_id bytes, reduced to a salt, and the Kafka key
- * "<post_id>#<salt>". The hash must match every producer byte for byte (CONTRACT.md), so it is
- * the textbook FNV-1a: no seeding, no length mixing, no word-at-a-time variant. */
+ * "<post_id>#<salt>". The hash must match every producer byte for byte (docs/FORMATS.md,
+ * "Events"), so it is the textbook FNV-1a: no seeding, no length mixing, no word-at-a-time
+ * variant. */
 #include "hotcount/salt.h"
 
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Layer: base. The process's two clocks, in milliseconds. Any thread. */
+/* Layer: base. The process's two clocks, in milliseconds, and a sleep. Any thread. */
 #ifndef HOTCOUNT_CLOCK_H
 #define HOTCOUNT_CLOCK_H
 

@@ -1,5 +1,5 @@
 /* Layer: core. A stage-1 window's provenance: for every raw partition, the offsets the window
- * consumed.
+ * consumed. The record's format: docs/FORMATS.md, "Manifests".
  *
  * Stage 1 records each message it processes (valid or dead-lettered) here. The ranges give the
  * offsets it commits (`next` of every partition) and, when topic.manifest is set, one manifest

@@ -1,8 +1,8 @@
-/* Layer: core. The stage-1 -> stage-2 record on likes.partials:
+/* Layer: core. The stage-1 -> stage-2 record on likes.partials (docs/FORMATS.md, "Partials"):
  *   {"post_id":"...","delta":N,"events":N,"ts_min":ms,"ts_max":ms}
- * keyed by post_id. ts_min/ts_max are null when no event in the window carried a ts.
- * post_id is always written as a JSON string (an integer post id was already turned into its
- * decimal string by the event parser). Pure functions, any thread. */
+ * keyed by post_id. ts_min/ts_max are null when no event in the window carried a ts. post_id is
+ * always written as a JSON string (an integer post id was already turned into its decimal string
+ * by the event parser). Pure functions, any thread. */
 #ifndef HOTCOUNT_PARTIAL_H
 #define HOTCOUNT_PARTIAL_H
 

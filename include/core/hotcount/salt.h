@@ -1,5 +1,6 @@
-/* Layer: core. Producer keying: Kafka key "<post_id>#<salt>", salt = fnv1a32(user_id bytes) %
- * salts. Pure functions, any thread. */
+/* Layer: core. Producer keying: Kafka key "<post_id>#<salt>" with
+ * salt = fnv1a32(user_id bytes) % salts (docs/FORMATS.md, "Events"). Pure functions, any
+ * thread. */
 #ifndef HOTCOUNT_SALT_H
 #define HOTCOUNT_SALT_H
 

@@ -1,8 +1,8 @@
-/* Layer: core. When a window closes: on wall-clock boundaries shared by every process, so that the
- * windows of all stage-1 instances end together and stage 2 can close its own just after their
- * partials arrive. Unaligned windows (first event + flush.ms) let stage 2 wait up to a further
- * flush.ms for each stage-1 burst: about a second of extra latency per like, and a hot post's
- * partials from two stage-1 instances split over two store writes. Pure; any thread. */
+/* Layer: core. When a window closes: on wall-clock boundaries shared by every process, so that
+ * the windows of all stage-1 instances end together and stage 2 can close its own just after
+ * their partials arrive. Unaligned windows (first event + flush.ms) let stage 2 wait up to a
+ * further flush.ms for each stage-1 burst: about a second of extra latency per like, and a hot
+ * post's partials from two stage-1 instances split over two store writes. Pure; any thread. */
 #ifndef HOTCOUNT_WINDOW_H
 #define HOTCOUNT_WINDOW_H
 

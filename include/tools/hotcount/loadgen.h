@@ -1,6 +1,6 @@
 /* Layer: tools. The load generator behind `hotcount produce` and the demo: Zipfian like/unlike
- * events over a set of posts, keyed "<post_id>#<salt>" as producers must key them, optionally mixed
- * with malformed events, at a bounded rate.
+ * events over a set of posts, keyed "<post_id>#<salt>" as producers must key them
+ * (docs/FORMATS.md, "Events"), optionally mixed with malformed events, at a bounded rate.
  *
  * It keeps its own tally of what the broker acknowledged (per post, from the delivery
  * reports), which is the demo's independent oracle: the mock cluster cannot be re-read in full.
