@@ -752,6 +752,23 @@ static void sample_label_int(sbuf_t *sb, const char *name, const char *key, cons
     sb_printf(sb, "\"} %lld\n", (long long)v);
 }
 
+static void sample_label_double(sbuf_t *sb, const char *name, const char *key, const char *value,
+                                double v)
+{
+    char num[64];
+    format_double(num, sizeof(num), v);
+    sb_printf(sb, "%s{%s=\"", name, key);
+    sb_label_value(sb, value, strlen(value));
+    sb_printf(sb, "\"} %s\n", num);
+}
+
+/* Seconds the stage's consumed input has waited for a successful flush; 0 when none waits. */
+static double unflushed_seconds(const hc_metrics_t *m, int kind, int64_t now_ms)
+{
+    int64_t since = hc_metric_get(m->stage[kind].input_since_ms);
+    return since != 0 && now_ms > since ? (double)(now_ms - since) / 1000.0 : 0.0;
+}
+
 static void counter(sbuf_t *sb, const char *name, const char *help, int64_t value)
 {
     family(sb, name, "counter", help);
@@ -919,6 +936,13 @@ size_t hc_metrics_render(hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char
 
     counter(&sb, "hotcount_partials_consumed_total", "Partials in committed store batches.",
             hc_metric_get(m->partials_consumed));
+    family(&sb, "hotcount_partials_invalid_total", "counter",
+           "Partials stage 2 sent to the dead-letter topic instead of counting, by reason.");
+    for (int r = HC_PARTIAL_OK + 1; r < HC_PARTIAL_REASON_COUNT; r++) {
+        sample_label_int(&sb, "hotcount_partials_invalid_total", "reason",
+                         hc_partial_reason_str((hc_partial_reason_t)r),
+                         hc_metric_get(m->partials_invalid[r]));
+    }
     family(&sb, "hotcount_store_batches_total", "counter", "Stage-2 store batches by outcome.");
     sample_label_int(&sb, "hotcount_store_batches_total", "outcome", "commit",
                      hc_metric_get(m->store_commit));
@@ -950,6 +974,13 @@ size_t hc_metrics_render(hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char
                      hc_metric_get(m->stage1_assigned));
     sample_label_int(&sb, "hotcount_assigned_partitions", "stage", "2",
                      hc_metric_get(m->stage2_assigned));
+    family(&sb, "hotcount_unflushed_input_seconds", "gauge",
+           "How long input a stage consumed has waited for a successful flush (its open window, "
+           "counted from the first attempt when it is read again); 0 when none waits.");
+    sample_label_double(&sb, "hotcount_unflushed_input_seconds", "stage", "1",
+                        unflushed_seconds(m, HC_METRICS_STAGE1, now_ms));
+    sample_label_double(&sb, "hotcount_unflushed_input_seconds", "stage", "2",
+                        unflushed_seconds(m, HC_METRICS_STAGE2, now_ms));
     render_hot(&sb, m->hot, now_ms, flush_ms);
 
     if (sb.failed || !sb.buf) {

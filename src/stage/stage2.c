@@ -5,27 +5,34 @@
  * partition remembers `start` (the stored offset its window began from: the batch's expected
  * value) and `next` (one past the last partial it consumed).
  *
- * A store outage pauses the partitions and retries the same batch with capped exponential
- * back-off. Retrying after an ambiguous failure is safe: if the first attempt did commit, the
- * retry loses the compare-and-set and the stage re-reads the offsets instead of counting twice. */
+ * The window is the state machine of stage2_impl.h: hc_stage2_next is the only place a state
+ * changes, and enter() below does what the new state asks of the consumer. A store outage
+ * pauses the partitions and retries the same batch with capped exponential back-off
+ * (cfg->timeouts). Retrying after an ambiguous failure is safe: if the first attempt did
+ * commit, the retry loses the compare-and-set and the stage re-reads the offsets instead of
+ * counting twice. A revoke or a stop applies the open window once and drops it whatever the
+ * store answers: the partitions are going away, so nothing re-assigns there.
+ *
+ * The consumer, the heartbeat, the error latch and the close are the shared loop's
+ * (stage_loop.h); this file plugs into it through the hooks at the end. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "hotcount/changelog.h"
 #include "hotcount/clock.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 #include "hotcount/partial.h"
+#include "hotcount/partial_check.h"
 #include "hotcount/stage.h"
+#include "hotcount/stage_loop.h"
 #include "hotcount/store.h"
 #include "hotcount/table.h"
+#include "hotcount/timeouts.h"
 #include "hotcount/window.h"
-
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
+#include "stage2_impl.h"
 
 typedef struct part_state {
     bool assigned;
@@ -34,131 +41,148 @@ typedef struct part_state {
     int64_t next;  /* next offset to consume */
 } part_state_t;
 
+/* One partial that joined the open window: where it came from and what it added, so that the
+ * post's partials can be dead-lettered if the store refuses the post (HC_ERR_RECORD). */
+typedef struct source {
+    int32_t partition;
+    uint32_t entry; /* its post's index in the table */
+    int64_t offset;
+    int64_t delta, events, ts_min, ts_max;
+} source_t;
+
+/* refused[i] for table entry i */
+enum { ENTRY_OK = 0, ENTRY_REFUSED, ENTRY_DEAD_LETTERED };
+
 struct hc_stage2 {
     const hc_config_t *cfg;
     hc_metrics_t *metrics;
-    char name[160];
-    rd_kafka_t *consumer;      /* owned */
+    hc_stage_loop_t loop;      /* owns the consumer; loop.name is the log area */
     hc_changelog_t *changelog; /* owned; NULL when topic.counts is off */
-    hc_store_t *st;            /* owned */
+    hc_store_t *st;            /* owned; NULL until the store could first be reached */
     hc_table_t *tbl;           /* owned */
     part_state_t *parts;       /* owned, indexed by partition */
     int32_t parts_cap;
-    atomic_int assigned; /* read by other threads */
-    /* hc_now_ms() of the loop's last sign of life; the watchdog reads it from another thread */
-    atomic_int_fast64_t heartbeat_ms;
     hc_store_delta_t *deltas; /* owned scratch for batches */
     size_t deltas_cap;
     hc_store_offset_t *offsets; /* owned scratch for batches */
     /* owned, deltas_cap long: each batch post's new total, for the changelog */
     int64_t *totals;
-    bool window_open;
+    hc_stage2_state_t state; /* changed by step() only */
     int64_t window_start_ms;
     int64_t window_due_ms;      /* when the open window closes (window.h) */
     int64_t last_flush_wall_ms; /* when a flush last began, INT64_MIN before (window.h) */
     int64_t window_events;
     int64_t window_partials;
-    /* a failed batch waiting for its retry; the partitions are paused meanwhile */
-    bool retry_pending;
-    int64_t retry_at_ms;
-    int64_t backoff_ms;
-    /* a partial arrived while paused and did not fit: re-assign at `next` after the flush */
-    bool rewind_after_flush;
-    /* partitions were taken over (or a changelog record was lost): republish the totals the
-     * changelog may lack before its marks move again; see changelog.h */
-    bool repair_pending;
-    int64_t repair_at_ms;
-    const atomic_bool *stop; /* borrowed from hc_stage2_run's caller */
-    hc_err_t cb_err;
-    char cb_errstr[512];
+    int64_t retry_at_ms; /* RETRY, RETRY_REWIND: when the batch is applied again */
+    int retry_attempt;   /* failed attempts of the waiting batch: the back-off's attempt */
+    int64_t turned_away; /* partials turned away while a batch waited (hc_stage2_turned_away) */
+    /* Untrusted input (partial_check.h): the dead-letter producer (owned, created at the first
+     * dead letter), its failed deliveries (its dr_msg_cb), the open window's sources (owned) and
+     * each table entry's refusal state (owned, refused_cap long). */
+    rd_kafka_t *dlq;
+    int64_t dlq_failed;
+    source_t *sources;
+    size_t source_n, source_cap;
+    uint8_t *refused;
+    size_t refused_cap;
+    size_t *map; /* owned, deltas_cap long: a batch delta's table index */
+    /* borrowed; NULL: the store by cfg->store's scheme */
+    const struct hc_store_ops *store_ops;
 };
 
-static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                         rd_kafka_topic_partition_list_t *partitions, void *opaque);
+/* ---- the state machine ---- */
 
-static int stats_cb(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
+static hc_stage2_state_t after_apply(hc_err_t outcome, hc_stage2_state_t landed,
+                                     hc_stage2_state_t retry)
 {
-    (void)rk;
-    hc_stage2_t *s2 = opaque;
-    hc_metrics_ingest_rdkafka_stats(s2->metrics, json, json_len);
-    return 0;
+    switch (outcome) {
+    case HC_OK:
+        return landed;
+    case HC_ERR_TRANSIENT:
+        return retry;
+    case HC_ERR_CONFLICT:
+        return HC_STAGE2_REREAD;
+    default:
+        return HC_STAGE2_FAILED;
+    }
 }
 
-hc_err_t hc_stage2_new(const hc_config_t *cfg, const char *instance_id, hc_metrics_t *metrics,
-                       hc_stage2_t **s2p, char *errstr, size_t errstr_size)
+hc_stage2_state_t hc_stage2_next(hc_stage2_state_t state, hc_stage2_event_t ev, hc_err_t outcome)
 {
-    *s2p = NULL;
-    if (!instance_id) {
-        instance_id = cfg->instance_id;
+    if (ev == HC_STAGE2_EV_FAIL) {
+        return HC_STAGE2_FAILED;
     }
-    hc_err_t err = HC_ERR_INVALID;
-    hc_stage2_t *s2 = calloc(1, sizeof(*s2));
-    if (!s2) {
-        hc_errstr_set(errstr, errstr_size, "out of memory");
-        return HC_ERR_FATAL;
+    switch (state) {
+    case HC_STAGE2_IDLE:
+        return ev == HC_STAGE2_EV_PARTIAL ? HC_STAGE2_OPEN
+               : ev == HC_STAGE2_EV_CLOSE ? HC_STAGE2_IDLE
+                                          : HC_STAGE2_FAILED;
+    case HC_STAGE2_OPEN:
+        switch (ev) {
+        case HC_STAGE2_EV_PARTIAL:
+            return HC_STAGE2_OPEN;
+        case HC_STAGE2_EV_NO_ROOM:
+            return HC_STAGE2_FULL;
+        case HC_STAGE2_EV_APPLIED:
+            return after_apply(outcome, HC_STAGE2_IDLE, HC_STAGE2_RETRY);
+        case HC_STAGE2_EV_CLOSE:
+            return HC_STAGE2_CLOSING;
+        default:
+            return HC_STAGE2_FAILED;
+        }
+    case HC_STAGE2_FULL:
+        /* the partial that did not fit is in hand: lost with the batch's retry, so RETRY_REWIND */
+        return ev == HC_STAGE2_EV_APPLIED
+                   ? after_apply(outcome, HC_STAGE2_IDLE, HC_STAGE2_RETRY_REWIND)
+               : ev == HC_STAGE2_EV_CLOSE ? HC_STAGE2_CLOSING
+                                          : HC_STAGE2_FAILED;
+    case HC_STAGE2_RETRY:
+    case HC_STAGE2_RETRY_REWIND: {
+        bool rewind = state == HC_STAGE2_RETRY_REWIND;
+        switch (ev) {
+        case HC_STAGE2_EV_NO_ROOM:
+            return HC_STAGE2_RETRY_REWIND;
+        case HC_STAGE2_EV_APPLIED:
+            return after_apply(outcome, rewind ? HC_STAGE2_REWIND : HC_STAGE2_IDLE, state);
+        case HC_STAGE2_EV_CLOSE:
+            return HC_STAGE2_CLOSING;
+        default:
+            return HC_STAGE2_FAILED; /* a partial may not join a batch that waits */
+        }
     }
-    s2->last_flush_wall_ms = INT64_MIN;
-    s2->cfg = cfg;
-    s2->metrics = metrics;
-    snprintf(s2->name, sizeof(s2->name), "stage2/%s", instance_id);
-    s2->tbl = hc_table_new((size_t)cfg->max_keys);
-    if (!s2->tbl) {
-        hc_errstr_set(errstr, errstr_size, "out of memory for max.keys=%lld",
-                      (long long)cfg->max_keys);
-        goto fail;
+    case HC_STAGE2_REWIND:
+    case HC_STAGE2_REREAD:
+        return ev == HC_STAGE2_EV_REPOSITIONED ? HC_STAGE2_IDLE : HC_STAGE2_FAILED;
+    case HC_STAGE2_CLOSING:
+        if (ev == HC_STAGE2_EV_APPLIED &&
+            (outcome == HC_OK || outcome == HC_ERR_TRANSIENT || outcome == HC_ERR_CONFLICT)) {
+            return HC_STAGE2_IDLE; /* landed, or dropped: the stored offsets did not move */
+        }
+        return HC_STAGE2_FAILED;
+    case HC_STAGE2_FAILED:
+    default:
+        return HC_STAGE2_FAILED;
     }
-    err = hc_store_open(cfg, &s2->st, errstr, errstr_size);
-    if (err != HC_OK) {
-        goto fail;
-    }
-    hc_kafka_opts_t copts = {.group_id = cfg->group_stage2,
-                             .rebalance_cb = rebalance_cb,
-                             .stats_cb = stats_cb,
-                             .opaque = s2};
-    s2->consumer = hc_kafka_new(cfg, HC_KAFKA_ROLE_STAGE2_CONSUMER, &copts, errstr, errstr_size);
-    if (!s2->consumer) {
-        err = HC_ERR_INVALID;
-        goto fail;
-    }
-    err = hc_changelog_new(cfg, s2->name, &s2->changelog, errstr, errstr_size);
-    if (err != HC_OK) {
-        goto fail;
-    }
-    *s2p = s2;
-    return HC_OK;
-
-fail:
-    hc_stage2_destroy(s2);
-    return err;
 }
 
-int64_t hc_stage2_heartbeat_ms(const hc_stage2_t *s2)
+const char *hc_stage2_state_name(hc_stage2_state_t state)
 {
-    return atomic_load(&s2->heartbeat_ms);
+    static const char *const names[] = {"idle",   "open",   "full",    "retry", "retry_rewind",
+                                        "rewind", "reread", "closing", "failed"};
+    return (unsigned)state < sizeof(names) / sizeof(names[0]) ? names[state] : "?";
 }
 
-int hc_stage2_assigned(const hc_stage2_t *s2)
+static bool is_paused(hc_stage2_state_t state)
 {
-    return atomic_load(&s2->assigned);
+    return state == HC_STAGE2_RETRY || state == HC_STAGE2_RETRY_REWIND;
 }
 
-void hc_stage2_destroy(hc_stage2_t *s2)
+static bool has_window(hc_stage2_state_t state)
 {
-    if (!s2) {
-        return;
-    }
-    if (s2->consumer) {
-        rd_kafka_destroy(s2->consumer);
-    }
-    hc_changelog_destroy(s2->changelog); /* after the consumer: its marks are committed */
-    free(s2->totals);
-    hc_store_close(s2->st);
-    hc_table_destroy(s2->tbl);
-    free(s2->parts);
-    free(s2->deltas);
-    free(s2->offsets);
-    free(s2);
+    return state == HC_STAGE2_OPEN || state == HC_STAGE2_FULL || is_paused(state);
 }
+
+/* ---- partitions and positions ---- */
 
 static part_state_t *part(hc_stage2_t *s2, int32_t partition)
 {
@@ -187,23 +211,30 @@ static part_state_t *part(hc_stage2_t *s2, int32_t partition)
 
 static void window_drop(hc_stage2_t *s2)
 {
+    if (s2->refused) {
+        size_t n = hc_table_count(s2->tbl);
+        memset(s2->refused, 0, n < s2->refused_cap ? n : s2->refused_cap);
+    }
     hc_table_clear(s2->tbl);
     for (int32_t p = 0; p < s2->parts_cap; p++) {
         s2->parts[p].touched = false;
     }
-    s2->window_open = false;
     s2->window_events = 0;
     s2->window_partials = 0;
+    s2->source_n = 0;
 }
 
-static void sleep_ms(int64_t ms)
+/* Every partition treated as gone: its messages are dropped until the next assignment, which
+ * reads the store's offsets anyway. */
+static void forget_positions(hc_stage2_t *s2)
 {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
+    for (int32_t p = 0; p < s2->parts_cap; p++) {
+        s2->parts[p].assigned = false;
+    }
 }
 
-/* Reads the stored offsets of `partitions` (retrying through store outages until stop) and
- * assigns the consumer there. */
+/* Reads the stored offsets of `partitions` (retrying through store outages, backing off as
+ * cfg->timeouts says, until the stage is asked to stop) and assigns the consumer there. */
 static hc_err_t assign_from_store(hc_stage2_t *s2,
                                   const rd_kafka_topic_partition_list_t *partitions, char *errstr,
                                   size_t errstr_size)
@@ -220,18 +251,16 @@ static hc_err_t assign_from_store(hc_stage2_t *s2,
     for (int i = 0; i < n; i++) {
         ids[i] = partitions->elems[i].partition;
     }
-    int64_t backoff = BACKOFF_MIN_MS;
-    for (;;) {
+    for (int attempt = 0;; attempt++) {
         err = hc_store_read_offsets(s2->st, s2->cfg->group_stage2, s2->cfg->topic_partials, ids,
                                     (size_t)n, stored, errstr, errstr_size);
-        if (err != HC_ERR_TRANSIENT || atomic_load(s2->stop)) {
+        if (err != HC_ERR_TRANSIENT || hc_stage_loop_stop_requested(&s2->loop)) {
             break;
         }
-        hc_log(HC_LOG_WARN, s2->name, "reading offsets: %s; retrying in %" PRId64 " ms", errstr,
-               backoff);
-        sleep_ms(backoff);
-        atomic_store(&s2->heartbeat_ms, hc_now_ms()); /* waiting out an outage is not hanging */
-        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+        int64_t backoff = hc_timeouts_backoff_ms(&s2->cfg->timeouts, attempt);
+        hc_log(HC_LOG_WARN, s2->loop.name, "reading offsets: %s; retrying in %" PRId64 " ms",
+               errstr, backoff);
+        hc_stage_loop_pause(&s2->loop, NULL, backoff); /* waiting out an outage is not hanging */
     }
     if (err != HC_OK) {
         goto done;
@@ -251,10 +280,9 @@ static hc_err_t assign_from_store(hc_stage2_t *s2,
             stored[i] == HC_OFFSET_NONE ? RD_KAFKA_OFFSET_BEGINNING : stored[i];
     }
     if (s2->changelog && n > 0) {
-        s2->repair_pending = true;
-        s2->repair_at_ms = 0;
+        hc_changelog_assigned(s2->changelog);
     }
-    rd_kafka_resp_err_t rerr = rd_kafka_assign(s2->consumer, list);
+    rd_kafka_resp_err_t rerr = rd_kafka_assign(s2->loop.consumer, list);
     if (rerr) {
         hc_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(rerr));
         err = HC_ERR_FATAL;
@@ -266,18 +294,14 @@ done:
     return err;
 }
 
-/* True when the assignment is lost and may not be re-assigned (hc_kafka_may_reassign). Every
- * partition is then treated as gone: its messages are dropped until the next assignment, which
- * reads the store's offsets anyway. */
+/* True when the assignment is lost and may not be re-assigned (hc_kafka_may_reassign). */
 static bool assignment_lost(hc_stage2_t *s2)
 {
-    if (hc_kafka_may_reassign(s2->consumer)) {
+    if (hc_kafka_may_reassign(s2->loop.consumer)) {
         return false;
     }
-    for (int32_t p = 0; p < s2->parts_cap; p++) {
-        s2->parts[p].assigned = false;
-    }
-    hc_log(HC_LOG_INFO, s2->name, "assignment lost: waiting for the next one");
+    forget_positions(s2);
+    hc_log(HC_LOG_INFO, s2->loop.name, "assignment lost: waiting for the next one");
     return true;
 }
 
@@ -288,7 +312,7 @@ static hc_err_t reassign_from_store(hc_stage2_t *s2, char *errstr, size_t errstr
         return HC_OK;
     }
     rd_kafka_topic_partition_list_t *assigned = NULL;
-    if (rd_kafka_assignment(s2->consumer, &assigned)) {
+    if (rd_kafka_assignment(s2->loop.consumer, &assigned)) {
         hc_errstr_set(errstr, errstr_size, "assignment unavailable");
         return HC_ERR_FATAL;
     }
@@ -297,18 +321,21 @@ static hc_err_t reassign_from_store(hc_stage2_t *s2, char *errstr, size_t errstr
         err = assign_from_store(s2, assigned, errstr, errstr_size);
     }
     rd_kafka_topic_partition_list_destroy(assigned);
+    if (err == HC_ERR_TRANSIENT && hc_stage_loop_stop_requested(&s2->loop)) {
+        forget_positions(s2); /* stopping in a store outage: take nothing until the end */
+        err = HC_OK;
+    }
     return err;
 }
 
-/* Re-assigns every assigned partition at its in-memory `next` (after a flush that followed a
- * partial we could not hold). */
+/* Re-assigns every assigned partition at its in-memory `next`. */
 static hc_err_t reassign_from_memory(hc_stage2_t *s2, char *errstr, size_t errstr_size)
 {
     if (assignment_lost(s2)) {
         return HC_OK;
     }
     rd_kafka_topic_partition_list_t *list =
-        rd_kafka_topic_partition_list_new(atomic_load(&s2->assigned));
+        rd_kafka_topic_partition_list_new(hc_stage_loop_assigned(&s2->loop));
     for (int32_t p = 0; p < s2->parts_cap; p++) {
         if (s2->parts[p].assigned) {
             int64_t next = s2->parts[p].next;
@@ -316,7 +343,7 @@ static hc_err_t reassign_from_memory(hc_stage2_t *s2, char *errstr, size_t errst
                 next == HC_OFFSET_NONE ? RD_KAFKA_OFFSET_BEGINNING : next;
         }
     }
-    rd_kafka_resp_err_t rerr = rd_kafka_assign(s2->consumer, list);
+    rd_kafka_resp_err_t rerr = rd_kafka_assign(s2->loop.consumer, list);
     rd_kafka_topic_partition_list_destroy(list);
     if (rerr) {
         hc_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(rerr));
@@ -328,15 +355,141 @@ static hc_err_t reassign_from_memory(hc_stage2_t *s2, char *errstr, size_t errst
 static void set_paused(hc_stage2_t *s2, bool paused)
 {
     rd_kafka_topic_partition_list_t *assigned = NULL;
-    if (rd_kafka_assignment(s2->consumer, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (rd_kafka_assignment(s2->loop.consumer, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (paused) {
-            rd_kafka_pause_partitions(s2->consumer, assigned);
+            rd_kafka_pause_partitions(s2->loop.consumer, assigned);
         } else {
-            rd_kafka_resume_partitions(s2->consumer, assigned);
+            rd_kafka_resume_partitions(s2->loop.consumer, assigned);
         }
         rd_kafka_topic_partition_list_destroy(assigned);
     }
 }
+
+/* ---- dead letters ---- */
+
+static void dlq_dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
+{
+    (void)rk;
+    if (rkm->err) {
+        ((hc_stage2_t *)opaque)->dlq_failed++; /* served by rd_kafka_flush on the stage thread */
+    }
+}
+
+/* Writes one record to topic.dlq and waits until the broker has it (acks=all: the producer is
+ * idempotent), retrying with back-off through a Kafka outage until it lands or the stage is
+ * asked to stop (HC_ERR_TRANSIENT then). This must finish before the store batch that moves
+ * the offsets past the record commits: stage 2 has no transaction that could hold both, so a
+ * crash in between dead-letters the record again on the next run (twice, never lost). Rare (one
+ * call per bad record), hence one flush per record. HC_ERR_FATAL when no producer can be made. */
+static hc_err_t dead_letter(hc_stage2_t *s2, int32_t partition, int64_t offset, const void *key,
+                            size_t key_len, const void *value, size_t value_len,
+                            hc_partial_reason_t reason, char *errstr, size_t errstr_size)
+{
+    char source[400];
+    snprintf(source, sizeof(source), "%s/%" PRId32 "/%" PRId64, s2->cfg->topic_partials, partition,
+             offset);
+    if (!s2->dlq) {
+        hc_kafka_opts_t opts = {.dr_msg_cb = dlq_dr_msg_cb, .opaque = s2};
+        s2->dlq = hc_kafka_new(s2->cfg, HC_KAFKA_ROLE_PRODUCER, &opts, errstr, errstr_size);
+        if (!s2->dlq) {
+            return HC_ERR_FATAL;
+        }
+    }
+    bool produced = false;
+    for (int attempt = 0;; attempt++) {
+        if (!produced) {
+            /* a record the broker took can be too large for our producer: cut it, and say so */
+            size_t vlen =
+                value_len > HC_PARTIAL_MAX_BYTES && attempt > 0 ? HC_PARTIAL_MAX_BYTES : value_len;
+            size_t klen =
+                key_len > HC_PARTIAL_MAX_BYTES && attempt > 0 ? HC_PARTIAL_MAX_BYTES : key_len;
+            rd_kafka_headers_t *hdrs = rd_kafka_headers_new(4);
+            rd_kafka_header_add(hdrs, "hotcount-error", -1, hc_partial_reason_str(reason), -1);
+            rd_kafka_header_add(hdrs, "hotcount-source", -1, source, -1);
+            char orig[32];
+            if (vlen < value_len) {
+                snprintf(orig, sizeof(orig), "%zu", value_len);
+                rd_kafka_header_add(hdrs, "hotcount-truncated-from", -1, orig, -1);
+            }
+            if (klen < key_len) {
+                snprintf(orig, sizeof(orig), "%zu", key_len);
+                rd_kafka_header_add(hdrs, "hotcount-key-truncated-from", -1, orig, -1);
+            }
+            rd_kafka_resp_err_t rerr = rd_kafka_producev(
+                s2->dlq, RD_KAFKA_V_TOPIC(s2->cfg->topic_dlq), RD_KAFKA_V_KEY(key, klen),
+                RD_KAFKA_V_VALUE((void *)value, vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+            if (rerr == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                produced = true;
+            } else {
+                rd_kafka_headers_destroy(hdrs);
+                hc_errstr_set(errstr, errstr_size, "dead letter of %s: %s", source,
+                              rd_kafka_err2str(rerr));
+            }
+        }
+        if (produced) {
+            int64_t failed = s2->dlq_failed;
+            rd_kafka_flush(s2->dlq, (int)s2->cfg->timeouts.drain_ms);
+            if (rd_kafka_outq_len(s2->dlq) == 0) {
+                if (s2->dlq_failed == failed) {
+                    hc_metric_add(s2->metrics->partials_invalid[reason], 1);
+                    hc_log_event(HC_LOG_WARN, s2->loop.name, "partial_dead_lettered",
+                                 HC_LOG_STR("reason", hc_partial_reason_str(reason)),
+                                 HC_LOG_STR("source", source));
+                    return HC_OK;
+                }
+                produced = false; /* not delivered: produce it again */
+                hc_errstr_set(errstr, errstr_size, "dead letter of %s not delivered", source);
+            } else {
+                hc_errstr_set(errstr, errstr_size, "dead letter of %s: not acknowledged yet",
+                              source);
+            }
+        }
+        if (hc_stage_loop_stop_requested(&s2->loop)) {
+            return HC_ERR_TRANSIENT;
+        }
+        int64_t backoff = hc_timeouts_backoff_ms(&s2->cfg->timeouts, attempt);
+        hc_log(HC_LOG_WARN, s2->loop.name, "%s; retrying in %" PRId64 " ms", errstr, backoff);
+        hc_stage_loop_pause(&s2->loop, s2->dlq, backoff);
+    }
+}
+
+/* Dead-letters every partial of the table entries the store refused and that are not dead
+ * lettered yet: one record per partial, its value the partial as stage 2 decoded it
+ * (re-encoded: the same fields, not necessarily the same bytes), its source its own offset. */
+static hc_err_t dead_letter_refused(hc_stage2_t *s2, size_t n, char *errstr, size_t errstr_size)
+{
+    for (size_t e = 0; e < n; e++) {
+        if (s2->refused[e] != ENTRY_REFUSED) {
+            continue;
+        }
+        const hc_table_entry_t *ent = hc_table_entry(s2->tbl, e);
+        for (size_t i = 0; i < s2->source_n; i++) {
+            const source_t *src = &s2->sources[i];
+            if (src->entry != e) {
+                continue;
+            }
+            hc_table_entry_t one = {.post_id = ent->post_id,
+                                    .post_id_len = ent->post_id_len,
+                                    .delta = src->delta,
+                                    .events = src->events,
+                                    .ts_min = src->ts_min,
+                                    .ts_max = src->ts_max};
+            char buf[HC_PARTIAL_MAX_BYTES];
+            size_t len = hc_partial_encode(&one, buf, sizeof(buf));
+            hc_err_t err =
+                dead_letter(s2, src->partition, src->offset, ent->post_id, ent->post_id_len, buf,
+                            len, HC_PARTIAL_STORE_REFUSED, errstr, errstr_size);
+            if (err != HC_OK) {
+                return err; /* the entry stays REFUSED: all its partials go again next time */
+            }
+        }
+        s2->refused[e] = ENTRY_DEAD_LETTERED;
+    }
+    return HC_OK;
+}
+
+/* ---- the batch ---- */
 
 static hc_err_t grow_scratch(hc_stage2_t *s2, size_t n)
 {
@@ -345,31 +498,257 @@ static hc_err_t grow_scratch(hc_stage2_t *s2, size_t n)
     if (deltas) {
         s2->deltas = deltas;
     }
+    size_t *map = realloc(s2->map, cap * sizeof(*map));
+    if (map) {
+        s2->map = map;
+    }
+    uint8_t *refused = cap > s2->refused_cap ? realloc(s2->refused, cap) : s2->refused;
+    if (refused) {
+        if (cap > s2->refused_cap) {
+            memset(refused + s2->refused_cap, 0, cap - s2->refused_cap);
+            s2->refused_cap = cap;
+        }
+        s2->refused = refused;
+    }
     /* only the changelog needs the totals */
     int64_t *totals = s2->changelog ? realloc(s2->totals, cap * sizeof(*totals)) : NULL;
     if (totals) {
         s2->totals = totals;
     }
-    if (!deltas || (s2->changelog && !totals)) {
+    if (!deltas || !map || !refused || (s2->changelog && !totals)) {
         return HC_ERR_FATAL;
     }
     s2->deltas_cap = cap;
     return HC_OK;
 }
 
-/* After a committed batch: the new total of every post it changed (as the batch left it, from
- * the store's apply), to topic.counts. */
-static void publish_changelog(hc_stage2_t *s2, size_t n, size_t n_offsets, int64_t as_of_ms)
+/* Event time to store commit, per post of the batch, from its oldest event: an upper bound of
+ * each post's freshness, observed with one atomic add per bucket per batch. */
+static void observe_end_to_end(hc_stage2_t *s2, int64_t committed_wall_ms)
 {
-    if (!s2->changelog) {
-        return;
+    hc_histogram_acc_t acc;
+    hc_histogram_acc_init(&acc, &s2->metrics->end_to_end_seconds);
+    size_t n = hc_table_count(s2->tbl);
+    for (size_t i = 0; i < n; i++) {
+        const hc_table_entry_t *ent = hc_table_entry(s2->tbl, i);
+        if (ent->ts_min != HC_TS_NONE && s2->refused[i] == ENTRY_OK) {
+            hc_histogram_acc_add(&acc,
+                                 (double)hc_ts_age_ms(committed_wall_ms, ent->ts_min) / 1000.0, 1);
+        }
     }
-    hc_changelog_publish(s2->changelog, s2->deltas, s2->totals, n, as_of_ms, s2->offsets,
-                         n_offsets);
+    hc_histogram_acc_merge(&acc, &s2->metrics->end_to_end_seconds);
 }
 
+/* Builds the open window's batch from the table and the partitions it touched, applies it,
+ * and returns hc_store_apply's class. On HC_OK the batch is recorded as landed (metrics, the
+ * changelog, each partition's start moves to its next); whatever else happens to the window is
+ * the state machine's. The same window always gives the same batch: nothing joins a window
+ * that waits for its retry.
+ *
+ * A post the store refuses (HC_ERR_RECORD: its count would leave int64, or the backend cannot
+ * hold its id) is a bad record, not an outage: it never reaches the state machine (no retry, no
+ * pause). Its partials are dead-lettered, then the batch is applied again without its delta.
+ * Why the offsets still move exactly once and the compare-and-set still holds: a refused batch
+ * changed nothing (store.h), so every stored offset still equals the partition's `start`; the
+ * batch without the post carries the same expected and next offsets, so it is one more attempt
+ * at the same conditional step. The refused post's partials lie below those next offsets: they
+ * are consumed by it, counted in the dead-letter topic instead. If that batch loses the
+ * compare-and-set (another owner moved the offsets), the window is re-read as any other and
+ * the partials are dead-lettered a second time, never lost. The refusal marks live as long as
+ * the window, so a retry after an outage leaves the post out again without asking the store. */
+static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
+{
+    int64_t t0 = hc_now_ms();
+    s2->last_flush_wall_ms = hc_wall_ms();
+    size_t n = hc_table_count(s2->tbl);
+    if ((n > s2->deltas_cap || !s2->refused) && grow_scratch(s2, n) != HC_OK) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
+    }
+    size_t n_offsets = 0;
+    for (int32_t p = 0; p < s2->parts_cap; p++) {
+        part_state_t *ps = &s2->parts[p];
+        if (ps->touched) {
+            s2->offsets[n_offsets++] = (hc_store_offset_t){p, ps->start, ps->next};
+        }
+    }
+    hc_store_batch_t batch;
+    size_t n_all = n;
+    hc_err_t err;
+    for (;;) {
+        /* before the batch that moves past them: dead letters first (dead_letter) */
+        if ((err = dead_letter_refused(s2, n_all, errstr, errstr_size)) != HC_OK) {
+            return err; /* transient: retried with the batch; fatal: no producer */
+        }
+        n = 0;
+        for (size_t i = 0; i < n_all; i++) {
+            if (s2->refused[i] == ENTRY_OK) {
+                const hc_table_entry_t *ent = hc_table_entry(s2->tbl, i);
+                s2->map[n] = i;
+                s2->deltas[n++] = (hc_store_delta_t){ent->post_id, ent->post_id_len, ent->delta};
+            }
+        }
+        size_t refused_at = SIZE_MAX;
+        batch = (hc_store_batch_t){
+            .group = s2->cfg->group_stage2,
+            .topic = s2->cfg->topic_partials,
+            .offsets = s2->offsets,
+            .offset_count = n_offsets,
+            .deltas = s2->deltas,
+            .delta_count = n,
+            .now_ms = hc_wall_ms(),
+            .totals_out = s2->changelog ? s2->totals : NULL,
+            .refused_out = &refused_at,
+        };
+        err = hc_store_apply(s2->st, &batch, errstr, errstr_size);
+        if (err != HC_ERR_RECORD) {
+            break;
+        }
+        if (refused_at >= n) { /* a post the batch does not hold: a store bug */
+            hc_errstr_set(errstr, errstr_size, "store refused a post outside the batch");
+            err = HC_ERR_FATAL;
+            break;
+        }
+        size_t e = s2->map[refused_at];
+        s2->refused[e] = ENTRY_REFUSED;
+        hc_log(HC_LOG_WARN, s2->loop.name,
+               "store refused a post of the batch (%s): dead-lettering its partials", errstr);
+    }
+    hc_metrics_t *m = s2->metrics;
+    int64_t done_ms = hc_now_ms();
+    hc_histogram_observe(&m->store_seconds, (double)(done_ms - t0) / 1000.0);
+    switch (err) {
+    case HC_OK:
+        hc_metrics_stage_flushed(m, HC_METRICS_STAGE2, done_ms, (double)(done_ms - t0) / 1000.0);
+        hc_histogram_observe(&m->batch_posts, (double)n);
+        observe_end_to_end(s2, batch.now_ms);
+        if (s2->changelog) {
+            hc_changelog_publish(s2->changelog, s2->deltas, s2->totals, n, batch.now_ms,
+                                 s2->offsets, n_offsets);
+        }
+        for (size_t i = 0; i < n_offsets; i++) {
+            s2->parts[s2->offsets[i].partition].start = s2->offsets[i].next;
+        }
+        hc_metric_add(m->store_commit, 1);
+        hc_metric_add(m->store_keys_written, (int64_t)n);
+        int64_t refused_events = 0;
+        int64_t refused_partials = 0;
+        for (size_t i = 0; n < n_all && i < s2->source_n; i++) {
+            if (s2->refused[s2->sources[i].entry] != ENTRY_OK) {
+                refused_events += s2->sources[i].events;
+                refused_partials++;
+            }
+        }
+        hc_metric_add(m->events_stored, s2->window_events - refused_events);
+        hc_metric_add(m->partials_consumed, s2->window_partials - refused_partials);
+        hc_log(HC_LOG_INFO, s2->loop.name,
+               "stored batch: %zu posts, %" PRId64 " events, %zu partitions, %" PRId64 " ms", n,
+               s2->window_events, n_offsets, hc_now_ms() - t0);
+        break;
+    case HC_ERR_CONFLICT:
+        hc_metric_add(m->store_conflict, 1);
+        hc_log(HC_LOG_WARN, s2->loop.name, "store batch refused (%s); re-reading offsets", errstr);
+        break;
+    default:
+        hc_metric_add(m->store_error, 1);
+        break;
+    }
+    return err;
+}
+
+/* ---- transitions and their effects ---- */
+
+static hc_err_t step(hc_stage2_t *s2, hc_stage2_event_t ev, hc_err_t outcome, char *errstr,
+                     size_t errstr_size);
+
+/* What entering `to` from `from` asks of the consumer and the window. HC_OK, or the error that
+ * stops the stage. */
+static hc_err_t enter(hc_stage2_t *s2, hc_stage2_state_t from, hc_stage2_state_t to,
+                      hc_stage2_event_t ev, hc_err_t outcome, char *errstr, size_t errstr_size)
+{
+    hc_err_t err = HC_OK;
+    if (is_paused(from) && !is_paused(to) && to != HC_STAGE2_CLOSING && to != HC_STAGE2_FAILED) {
+        set_paused(s2, false);
+        hc_log(HC_LOG_INFO, s2->loop.name, "store batch %s after retry; resuming",
+               outcome == HC_OK ? "applied" : "refused");
+    }
+    switch (to) {
+    case HC_STAGE2_OPEN:
+        if (from == HC_STAGE2_IDLE) {
+            s2->window_start_ms = hc_now_ms();
+            s2->window_due_ms = hc_window_stage2_due_ms(s2->window_start_ms, hc_wall_ms(),
+                                                        s2->cfg->flush_ms, s2->last_flush_wall_ms);
+            hc_metrics_stage_input(s2->metrics, HC_METRICS_STAGE2, s2->window_start_ms);
+        }
+        return HC_OK;
+    case HC_STAGE2_FULL:
+    case HC_STAGE2_CLOSING:
+        return HC_OK;
+    case HC_STAGE2_RETRY:
+    case HC_STAGE2_RETRY_REWIND:
+        if (!is_paused(from)) {
+            set_paused(s2, true); /* the batch waits as it is: fetch nothing meanwhile */
+        }
+        if (ev == HC_STAGE2_EV_APPLIED) {
+            int64_t backoff = hc_timeouts_backoff_ms(&s2->cfg->timeouts, s2->retry_attempt++);
+            s2->retry_at_ms = hc_now_ms() + backoff;
+            hc_log_event(HC_LOG_WARN, s2->loop.name, "store_batch_failed",
+                         HC_LOG_INT("backoff_ms", backoff), HC_LOG_STR("error", errstr));
+        }
+        return HC_OK;
+    case HC_STAGE2_IDLE:
+        window_drop(s2);
+        s2->retry_attempt = 0;
+        return HC_OK;
+    case HC_STAGE2_REWIND:
+    case HC_STAGE2_REREAD:
+        window_drop(s2);
+        s2->retry_attempt = 0;
+        err = to == HC_STAGE2_REWIND ? reassign_from_memory(s2, errstr, errstr_size)
+                                     : reassign_from_store(s2, errstr, errstr_size);
+        if (err != HC_OK) {
+            return err;
+        }
+        return step(s2, HC_STAGE2_EV_REPOSITIONED, HC_OK, errstr, errstr_size);
+    case HC_STAGE2_FAILED:
+    default:
+        window_drop(s2);
+        if (ev == HC_STAGE2_EV_APPLIED && outcome != HC_OK) {
+            return HC_ERR_FATAL; /* errstr: the store's */
+        }
+        if (ev != HC_STAGE2_EV_FAIL) {
+            hc_errstr_set(errstr, errstr_size, "stage 2 window: event %d in state %s", (int)ev,
+                          hc_stage2_state_name(from));
+        }
+        return HC_ERR_FATAL;
+    }
+}
+
+/* The one way the state changes: hc_stage2_next, then the new state's effects. */
+static hc_err_t step(hc_stage2_t *s2, hc_stage2_event_t ev, hc_err_t outcome, char *errstr,
+                     size_t errstr_size)
+{
+    hc_stage2_state_t from = s2->state;
+    s2->state = hc_stage2_next(from, ev, outcome);
+    return enter(s2, from, s2->state, ev, outcome, errstr, errstr_size);
+}
+
+/* Applies the window's batch and moves on by its outcome (returned in *outcome when not NULL).
+ * HC_OK unless the stage must stop. */
+static hc_err_t flush(hc_stage2_t *s2, hc_err_t *outcome, char *errstr, size_t errstr_size)
+{
+    hc_err_t applied = apply_window(s2, errstr, errstr_size);
+    if (outcome) {
+        *outcome = applied;
+    }
+    return step(s2, HC_STAGE2_EV_APPLIED, applied, errstr, errstr_size);
+}
+
+/* ---- the changelog ---- */
+
 /* Republishes what the changelog may lack for the assigned partitions: from its marks in Kafka
- * to the store's offsets. A failure is retried later; the marks stay put meanwhile. */
+ * to the store's offsets. A failure is retried later (the changelog backs off); the marks stay
+ * put meanwhile. */
 static hc_err_t repair_changelog(hc_stage2_t *s2, char *errstr, size_t errstr_size)
 {
     size_t n = 0;
@@ -392,19 +771,14 @@ static hc_err_t repair_changelog(hc_stage2_t *s2, char *errstr, size_t errstr_si
         }
     }
     size_t count = 0;
-    err = hc_changelog_ranges(s2->changelog, s2->consumer, ids, stored, n, ranges, &count, errstr,
-                              errstr_size);
+    err = hc_changelog_ranges(s2->changelog, s2->loop.consumer, ids, stored, n, ranges, &count,
+                              errstr, errstr_size);
     if (err == HC_OK) {
         err = hc_changelog_repair(s2->changelog, s2->st, ranges, count, errstr, errstr_size);
     }
-    atomic_store(&s2->heartbeat_ms, hc_now_ms());
-    if (err == HC_OK) {
-        s2->repair_pending = false;
-    } else if (err == HC_ERR_TRANSIENT) {
-        hc_log(HC_LOG_WARN, s2->name, "changelog repair: %s; retrying in %d ms", errstr,
-               BACKOFF_MAX_MS);
-        s2->repair_at_ms = hc_now_ms() + BACKOFF_MAX_MS;
-        err = HC_OK;
+    hc_stage_loop_beat(&s2->loop);
+    if (err == HC_ERR_TRANSIENT) {
+        err = HC_OK; /* hc_changelog_repair_due says when to try again */
     }
 done:
     free(ids);
@@ -413,167 +787,127 @@ done:
     return err;
 }
 
-/* Event time to store commit, per post of the batch, from its oldest event: an upper bound of
- * each post's freshness, observed with one atomic add per bucket per batch. */
-static void observe_end_to_end(hc_stage2_t *s2, int64_t committed_wall_ms)
+/* Remembers where a partial that joined the window came from; before: the table's count
+ * before the add (a new post is the last entry, an old one is looked up). */
+static hc_err_t add_source(hc_stage2_t *s2, const rd_kafka_message_t *rkm,
+                           const hc_partial_t *partial, size_t before)
 {
-    hc_histogram_acc_t acc;
-    hc_histogram_acc_init(&acc, &s2->metrics->end_to_end_seconds);
-    size_t n = hc_table_count(s2->tbl);
-    for (size_t i = 0; i < n; i++) {
-        const hc_table_entry_t *ent = hc_table_entry(s2->tbl, i);
-        if (ent->ts_min != HC_TS_NONE) {
-            hc_histogram_acc_add(&acc, (double)(committed_wall_ms - ent->ts_min) / 1000.0, 1);
+    if (s2->source_n == s2->source_cap) {
+        size_t cap = s2->source_cap ? s2->source_cap * 2 : 1024;
+        source_t *grown = realloc(s2->sources, cap * sizeof(*grown));
+        if (!grown) {
+            return HC_ERR_FATAL;
         }
+        s2->sources = grown;
+        s2->source_cap = cap;
     }
-    hc_histogram_acc_merge(&acc, &s2->metrics->end_to_end_seconds);
+    size_t entry = before;
+    if (hc_table_count(s2->tbl) == before) {
+        entry = (size_t)(hc_table_find(s2->tbl, partial->post_id, partial->post_id_len) -
+                         hc_table_entry(s2->tbl, 0));
+    }
+    s2->sources[s2->source_n++] = (source_t){.partition = rkm->partition,
+                                             .entry = (uint32_t)entry,
+                                             .offset = rkm->offset,
+                                             .delta = partial->delta,
+                                             .events = partial->events,
+                                             .ts_min = partial->ts_min,
+                                             .ts_max = partial->ts_max};
+    return HC_OK;
 }
 
-/* One conditional store batch for the open window. HC_OK: applied, window closed.
- * HC_ERR_CONFLICT: nothing applied, window dropped, positions re-read from the store.
- * HC_ERR_TRANSIENT: nothing known to be applied, window kept for a retry. HC_ERR_FATAL. */
-static hc_err_t flush_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
+/* ---- the loop's hooks (stage_loop.h) ---- */
+
+static hc_err_t open_store(hc_stage2_t *s2, char *errstr, size_t errstr_size)
 {
-    int64_t t0 = hc_now_ms();
-    s2->last_flush_wall_ms = hc_wall_ms();
-    size_t n = hc_table_count(s2->tbl);
-    if (n > s2->deltas_cap && grow_scratch(s2, n) != HC_OK) {
-        hc_errstr_set(errstr, errstr_size, "out of memory");
-        return HC_ERR_FATAL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const hc_table_entry_t *ent = hc_table_entry(s2->tbl, i);
-        s2->deltas[i] = (hc_store_delta_t){ent->post_id, ent->post_id_len, ent->delta};
-    }
-    size_t n_offsets = 0;
-    for (int32_t p = 0; p < s2->parts_cap; p++) {
-        part_state_t *ps = &s2->parts[p];
-        if (ps->touched) {
-            s2->offsets[n_offsets++] = (hc_store_offset_t){p, ps->start, ps->next};
-        }
-    }
-    hc_store_batch_t batch = {
-        .group = s2->cfg->group_stage2,
-        .topic = s2->cfg->topic_partials,
-        .offsets = s2->offsets,
-        .offset_count = n_offsets,
-        .deltas = s2->deltas,
-        .delta_count = n,
-        .now_ms = hc_wall_ms(),
-        .totals_out = s2->changelog ? s2->totals : NULL,
-    };
-    hc_err_t err = hc_store_apply(s2->st, &batch, errstr, errstr_size);
-    hc_metrics_t *m = s2->metrics;
-    int64_t done_ms = hc_now_ms();
-    hc_histogram_observe(&m->store_seconds, (double)(done_ms - t0) / 1000.0);
-    switch (err) {
-    case HC_OK:
-        hc_metrics_stage_flushed(m, HC_METRICS_STAGE2, done_ms, (double)(done_ms - t0) / 1000.0);
-        hc_histogram_observe(&m->batch_posts, (double)n);
-        observe_end_to_end(s2, batch.now_ms);
-        publish_changelog(s2, n, n_offsets, batch.now_ms);
-        for (size_t i = 0; i < n_offsets; i++) {
-            s2->parts[s2->offsets[i].partition].start = s2->offsets[i].next;
-        }
-        hc_metric_add(m->store_commit, 1);
-        hc_metric_add(m->store_keys_written, (int64_t)n);
-        hc_metric_add(m->events_stored, s2->window_events);
-        hc_metric_add(m->partials_consumed, s2->window_partials);
-        hc_log(HC_LOG_INFO, s2->name,
-               "stored batch: %zu posts, %" PRId64 " events, %zu partitions, %" PRId64 " ms", n,
-               s2->window_events, n_offsets, hc_now_ms() - t0);
-        window_drop(s2);
-        if (s2->retry_pending) {
-            s2->retry_pending = false;
-            s2->backoff_ms = 0;
-            set_paused(s2, false);
-            hc_log(HC_LOG_INFO, s2->name, "store batch applied after retry; resuming");
-        }
-        if (s2->rewind_after_flush) {
-            s2->rewind_after_flush = false;
-            return reassign_from_memory(s2, errstr, errstr_size);
-        }
-        return HC_OK;
-    case HC_ERR_CONFLICT:
-        hc_metric_add(m->store_conflict, 1);
-        hc_log(HC_LOG_WARN, s2->name, "store batch refused (%s); re-reading offsets", errstr);
-        window_drop(s2);
-        if (s2->retry_pending) {
-            s2->retry_pending = false;
-            s2->backoff_ms = 0;
-            set_paused(s2, false);
-        }
-        s2->rewind_after_flush = false;
-        err = reassign_from_store(s2, errstr, errstr_size);
-        return err == HC_OK ? HC_ERR_CONFLICT : err;
-    case HC_ERR_TRANSIENT:
-        hc_metric_add(m->store_error, 1);
-        s2->backoff_ms = s2->backoff_ms == 0                   ? BACKOFF_MIN_MS
-                         : s2->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-                                                               : s2->backoff_ms * 2;
-        s2->retry_at_ms = hc_now_ms() + s2->backoff_ms;
-        hc_log(HC_LOG_WARN, s2->name, "store batch failed (%s); retrying in %" PRId64 " ms", errstr,
-               s2->backoff_ms);
-        if (!s2->retry_pending) {
-            s2->retry_pending = true;
-            set_paused(s2, true);
-        }
-        return HC_ERR_TRANSIENT;
-    default:
-        hc_metric_add(m->store_error, 1);
-        return HC_ERR_FATAL;
-    }
+    return s2->store_ops ? hc_store_open_ops(s2->store_ops, s2->cfg, &s2->st, errstr, errstr_size)
+                         : hc_store_open(s2->cfg, &s2->st, errstr, errstr_size);
 }
 
-static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                         rd_kafka_topic_partition_list_t *partitions, void *opaque)
+/* A stage started while its store is down waits for it, as a running one rides out an outage:
+ * it retries the open and the schema check with back-off, not ready meanwhile (it holds no
+ * partitions: hc_metrics_is_ready), saying why in the log. Asked to stop while waiting, it
+ * stops cleanly without having consumed anything. */
+static hc_err_t on_start(void *stage, char *errstr, size_t errstr_size)
 {
-    hc_stage2_t *s2 = opaque;
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        hc_log(HC_LOG_INFO, s2->name, "assigned %d partitions", partitions->cnt);
-        if (s2->cb_err == HC_OK) {
-            hc_err_t ret = assign_from_store(s2, partitions, s2->cb_errstr, sizeof(s2->cb_errstr));
-            if (ret != HC_OK) {
-                s2->cb_err = ret;
-                rd_kafka_assign(rk, NULL);
-                return;
-            }
+    hc_stage2_t *s2 = stage;
+    hc_err_t err;
+    for (int attempt = 0;; attempt++) {
+        err = s2->st ? HC_OK : open_store(s2, errstr, errstr_size);
+        if (err == HC_OK) {
+            err = hc_store_init_schema(s2->st, errstr, errstr_size);
         }
-        atomic_store(&s2->assigned, partitions->cnt);
-        hc_metric_add(s2->metrics->stage2_assigned, partitions->cnt);
-        return;
-    }
-    /* Revoked or lost: one attempt to store the open window. If it fails, the window is
-     * dropped; the stored offsets did not move, so the next owner re-reads those partials. */
-    if (s2->window_open && s2->cb_err == HC_OK) {
-        hc_err_t ret = flush_window(s2, s2->cb_errstr, sizeof(s2->cb_errstr));
-        if (ret == HC_ERR_FATAL) {
-            s2->cb_err = ret;
+        if (err != HC_ERR_TRANSIENT) {
+            break;
         }
-        window_drop(s2);
+        if (hc_stage_loop_stop_requested(&s2->loop)) {
+            return HC_OK; /* s2->st may stay NULL: on_assign takes nothing then */
+        }
+        int64_t backoff = hc_timeouts_backoff_ms(&s2->cfg->timeouts, attempt);
+        hc_log_event(HC_LOG_WARN, s2->loop.name, "store_unreachable",
+                     HC_LOG_INT("backoff_ms", backoff), HC_LOG_STR("error", errstr));
+        hc_stage_loop_pause(&s2->loop, NULL, backoff);
     }
-    s2->retry_pending = false;
-    s2->rewind_after_flush = false;
-    if (s2->changelog && !s2->repair_pending) {
-        hc_changelog_drain(s2->changelog, rk, 5000);
+    if (err == HC_OK) {
+        hc_log(HC_LOG_INFO, s2->loop.name, "consuming %s into %s store, flush.ms=%lld",
+               s2->cfg->topic_partials, hc_store_kind(s2->st), (long long)s2->cfg->flush_ms);
+    }
+    return err;
+}
+
+static hc_err_t on_assign(void *stage, rd_kafka_t *consumer,
+                          const rd_kafka_topic_partition_list_t *partitions, char *errstr,
+                          size_t errstr_size)
+{
+    (void)consumer; /* the loop's own, s2->loop.consumer */
+    hc_stage2_t *s2 = stage;
+    if (!s2->st) {
+        return HC_OK; /* stopped before the store was ever reached: take nothing */
+    }
+    return assign_from_store(s2, partitions, errstr, errstr_size);
+}
+
+/* One attempt to store the open window, also when the assignment was lost: the batch is
+ * conditional on the stored offsets, so if another owner moved them it changes nothing. Then
+ * the window is gone whatever the store said; the stored offsets did not move, so the next
+ * owner re-reads those partials. Never re-assigns: the loop unassigns right after. */
+static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *partitions, bool lost,
+                          char *errstr, size_t errstr_size)
+{
+    (void)partitions;
+    (void)lost;
+    hc_stage2_t *s2 = stage;
+    hc_err_t err = HC_OK;
+    if (hc_stage_loop_failed(&s2->loop)) {
+        (void)step(s2, HC_STAGE2_EV_FAIL, HC_OK, errstr, errstr_size); /* commit nothing */
+    } else {
+        bool open = has_window(s2->state);
+        err = step(s2, HC_STAGE2_EV_CLOSE, HC_OK, errstr, errstr_size);
+        if (err == HC_OK && open) {
+            err = flush(s2, NULL, errstr, errstr_size);
+        }
+    }
+    if (s2->changelog) {
+        hc_changelog_drain(s2->changelog, s2->loop.consumer, s2->cfg->timeouts.drain_ms);
     }
     hc_metrics_stage_released(s2->metrics, HC_METRICS_STAGE2);
-    for (int32_t p = 0; p < s2->parts_cap; p++) {
-        s2->parts[p].assigned = false;
-    }
-    hc_log(HC_LOG_INFO, s2->name, "revoked %d partitions", partitions->cnt);
-    rd_kafka_assign(rk, NULL);
-    hc_metric_add(s2->metrics->stage2_assigned, -atomic_exchange(&s2->assigned, 0));
+    forget_positions(s2);
+    return err;
 }
 
-static hc_err_t handle_message(hc_stage2_t *s2, const rd_kafka_message_t *rkm, char *errstr,
-                               size_t errstr_size)
+static int64_t on_due_ms(void *stage)
 {
-    if (s2->rewind_after_flush) {
-        /* A partial was dropped for lack of room: taking any later one would leave a gap.
-         * All of them are fetched again from `next` once the window is stored. */
-        return HC_OK;
+    hc_stage2_t *s2 = stage;
+    if (is_paused(s2->state)) {
+        return s2->retry_at_ms;
     }
+    return s2->state == HC_STAGE2_OPEN ? s2->window_due_ms : INT64_MAX;
+}
+
+static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *errstr,
+                           size_t errstr_size)
+{
+    hc_stage2_t *s2 = stage;
     part_state_t *ps = part(s2, rkm->partition);
     if (!ps) {
         hc_errstr_set(errstr, errstr_size, "out of memory");
@@ -582,165 +916,234 @@ static hc_err_t handle_message(hc_stage2_t *s2, const rd_kafka_message_t *rkm, c
     if (!ps->assigned) {
         return HC_OK; /* fetched before a revoke: not ours any more */
     }
+    if (is_paused(s2->state)) {
+        /* The batch waits for its retry as it is: taking this partial would change it, and
+         * skipping it would leave a gap. All are fetched again from `next` once it lands. */
+        s2->turned_away++;
+        return step(s2, HC_STAGE2_EV_NO_ROOM, HC_OK, errstr, errstr_size);
+    }
     hc_partial_t partial;
     char why[256];
-    if (hc_partial_decode(rkm->payload, rkm->payload ? rkm->len : 0, &partial, why, sizeof(why)) !=
-        HC_OK) {
-        /* Only stage 1 writes this topic; a bad record is a bug or a foreign writer. Skip it
-         * (its offset still moves) rather than stall the stage. */
-        hc_log(HC_LOG_ERROR, s2->name, "skipping bad partial at %s/%" PRId32 "/%" PRId64 ": %s",
-               rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset, why);
-    } else {
+    hc_partial_reason_t reason =
+        hc_partial_check(rkm->payload, rkm->payload ? rkm->len : 0, &partial, why, sizeof(why));
+    bool counted = false;
+    if (reason == HC_PARTIAL_OK) {
+        size_t before = hc_table_count(s2->tbl);
         hc_err_t err = hc_table_add(s2->tbl, partial.post_id, partial.post_id_len, partial.delta,
                                     partial.events, partial.ts_min, partial.ts_max);
-        if (err == HC_ERR_FULL) {
-            if (s2->retry_pending) {
-                /* Paused and full: fetch this partial again after the flush. */
-                s2->rewind_after_flush = true;
-                return HC_OK;
-            }
-            err = flush_window(s2, errstr, errstr_size);
-            if (err == HC_ERR_CONFLICT) {
-                return HC_OK; /* positions re-read: this partial is fetched again */
-            }
-            if (err == HC_ERR_TRANSIENT) {
-                s2->rewind_after_flush = true;
-                return HC_OK;
-            }
-            if (err != HC_OK) {
+        if (err == HC_ERR_FULL && s2->state == HC_STAGE2_OPEN) {
+            hc_err_t outcome;
+            if ((err = step(s2, HC_STAGE2_EV_NO_ROOM, HC_OK, errstr, errstr_size)) != HC_OK ||
+                (err = flush(s2, &outcome, errstr, errstr_size)) != HC_OK) {
                 return err;
             }
+            if (outcome != HC_OK) {
+                /* waiting for a retry (RETRY_REWIND) or re-read from the store: this partial
+                 * is fetched again either way */
+                return HC_OK;
+            }
             ps = &s2->parts[rkm->partition];
+            before = hc_table_count(s2->tbl);
             err = hc_table_add(s2->tbl, partial.post_id, partial.post_id_len, partial.delta,
                                partial.events, partial.ts_min, partial.ts_max);
         }
-        if (err != HC_OK) {
+        if (err == HC_ERR_INVALID) {
+            /* the post's sum (or the window's event total) would leave int64: this partial
+             * is the bad one, the window keeps what it had */
+            reason = HC_PARTIAL_OVERFLOW;
+            hc_errstr_set(why, sizeof(why), "partial: delta %" PRId64 " overflows the window",
+                          partial.delta);
+        } else if (err != HC_OK) {
             hc_errstr_set(errstr, errstr_size, "aggregation table: %s", hc_err_name(err));
             return HC_ERR_FATAL;
+        } else if ((err = add_source(s2, rkm, &partial, before)) != HC_OK) {
+            hc_errstr_set(errstr, errstr_size, "out of memory");
+            return err;
+        } else {
+            counted = true;
+            s2->window_events += partial.events;
         }
-        s2->window_events += partial.events;
     }
-    if (!s2->window_open) {
-        s2->window_open = true;
-        s2->window_start_ms = hc_now_ms();
-        s2->window_due_ms = hc_window_stage2_due_ms(s2->window_start_ms, hc_wall_ms(),
-                                                    s2->cfg->flush_ms, s2->last_flush_wall_ms);
-        hc_metrics_stage_input(s2->metrics, HC_METRICS_STAGE2, s2->window_start_ms);
+    if (!counted) {
+        /* Untrusted input: a record no stage 1 wrote (a bug or a foreign writer) goes to the
+         * dead-letter topic with its reason and source, and its offset moves with the window
+         * like any other's; it never stops the stage. */
+        hc_log(HC_LOG_WARN, s2->loop.name, "bad partial at %s/%" PRId32 "/%" PRId64 ": %s",
+               rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset, why);
+        hc_err_t err =
+            dead_letter(s2, rkm->partition, rkm->offset, rkm->key, rkm->key ? rkm->key_len : 0,
+                        rkm->payload, rkm->payload ? rkm->len : 0, reason, errstr, errstr_size);
+        if (err == HC_ERR_TRANSIENT) {
+            /* stopping while Kafka is down: the record is not in the dead-letter topic, so the
+             * window may not move past it; take nothing more from this partition (the window's
+             * offsets end before the record, the next run reads it again) */
+            ps->assigned = false;
+            return HC_OK;
+        }
+        if (err != HC_OK) {
+            return err;
+        }
     }
-    s2->window_partials++;
+    hc_err_t err = step(s2, HC_STAGE2_EV_PARTIAL, HC_OK, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    s2->window_partials += counted;
     ps->touched = true;
     ps->next = rkm->offset + 1;
     return HC_OK;
 }
 
-hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, size_t errstr_size)
+static hc_err_t on_tick(void *stage, int64_t now_ms, bool idle, char *errstr, size_t errstr_size)
 {
-    const hc_config_t *cfg = s2->cfg;
-    s2->stop = stop;
-    atomic_store(&s2->heartbeat_ms, hc_now_ms());
-    hc_err_t err = hc_store_init_schema(s2->st, errstr, errstr_size);
-    if (err != HC_OK) {
+    (void)idle;
+    hc_stage2_t *s2 = stage;
+    hc_err_t err = HC_OK;
+    bool due = is_paused(s2->state) ? now_ms >= s2->retry_at_ms
+                                    : s2->state == HC_STAGE2_OPEN && now_ms >= s2->window_due_ms;
+    if (due && (err = flush(s2, NULL, errstr, errstr_size)) != HC_OK) {
         return err;
     }
-    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(topics, cfg->topic_partials, RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t rerr = rd_kafka_subscribe(s2->consumer, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-    if (rerr) {
-        hc_errstr_set(errstr, errstr_size, "subscribe %s: %s", cfg->topic_partials,
-                      rd_kafka_err2str(rerr));
-        return HC_ERR_FATAL;
-    }
-    hc_metrics_stage_started(s2->metrics, HC_METRICS_STAGE2, hc_now_ms());
-    hc_log(HC_LOG_INFO, s2->name, "consuming %s into %s store, flush.ms=%lld", cfg->topic_partials,
-           hc_store_kind(s2->st), (long long)cfg->flush_ms);
-
-    err = HC_OK;
-    while (!atomic_load_explicit(stop, memory_order_relaxed)) {
-        int64_t now = hc_now_ms();
-        atomic_store_explicit(&s2->heartbeat_ms, now, memory_order_relaxed); /* as stage 1's */
-        int timeout = 100;
-        if (s2->retry_pending) {
-            int64_t left = s2->retry_at_ms - now;
-            timeout = left <= 0 ? 0 : left < timeout ? (int)left : timeout;
-        } else if (s2->window_open) {
-            int64_t left = s2->window_due_ms - now;
-            timeout = left <= 0 ? 0 : left < timeout ? (int)left : timeout;
+    if (s2->changelog) {
+        if (hc_changelog_repair_due(s2->changelog, hc_now_ms())) {
+            err = repair_changelog(s2, errstr, errstr_size);
+        } else {
+            hc_changelog_poll(s2->changelog, s2->loop.consumer);
         }
-        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(s2->consumer, timeout);
-        if (s2->cb_err != HC_OK) {
-            hc_errstr_set(errstr, errstr_size, "%s", s2->cb_errstr);
-            err = s2->cb_err;
-            if (rkm) {
-                rd_kafka_message_destroy(rkm);
-            }
-            break;
-        }
-        if (rkm) {
-            if (rkm->err) {
-                hc_log(HC_LOG_WARN, s2->name, "consumer: %s", rd_kafka_message_errstr(rkm));
-            } else {
-                err = handle_message(s2, rkm, errstr, errstr_size);
-            }
-            rd_kafka_message_destroy(rkm);
-            if (err != HC_OK) {
-                break;
-            }
-        }
-        now = hc_now_ms();
-        bool due = s2->retry_pending ? now >= s2->retry_at_ms
-                                     : s2->window_open && now >= s2->window_due_ms;
-        if (due) {
-            err = flush_window(s2, errstr, errstr_size);
-            if (err == HC_ERR_CONFLICT || err == HC_ERR_TRANSIENT) {
-                err = HC_OK;
-            } else if (err != HC_OK) {
-                break;
-            }
-        }
-        if (s2->changelog) {
-            if (hc_changelog_needs_repair(s2->changelog) && !s2->repair_pending) {
-                s2->repair_pending = true;
-                s2->repair_at_ms = 0;
-            }
-            if (!s2->repair_pending) {
-                hc_changelog_poll(s2->changelog, s2->consumer);
-            } else if (hc_now_ms() >= s2->repair_at_ms &&
-                       (err = repair_changelog(s2, errstr, errstr_size)) != HC_OK) {
-                break;
-            }
-        }
-        if ((err = hc_kafka_fatal_check(s2->consumer, errstr, errstr_size)) != HC_OK) {
-            break;
-        }
-    }
-
-    /* A clean stop stores the open window once; if the store is down it is dropped and the
-     * next run re-reads those partials from the stored offsets. */
-    if (err == HC_OK && s2->window_open) {
-        hc_err_t ret = flush_window(s2, errstr, errstr_size);
-        if (ret == HC_ERR_FATAL) {
-            err = ret;
-        }
-        window_drop(s2);
-    }
-    if (err != HC_OK && s2->cb_err == HC_OK) {
-        s2->cb_err = err;
-        snprintf(s2->cb_errstr, sizeof(s2->cb_errstr), "%s", errstr);
-    }
-    if (s2->changelog && !s2->repair_pending) {
-        hc_changelog_drain(s2->changelog, s2->consumer, 10000);
-    }
-    rd_kafka_consumer_close(s2->consumer);
-    if (err == HC_OK && s2->cb_err != HC_OK) {
-        hc_errstr_set(errstr, errstr_size, "%s", s2->cb_errstr);
-        err = s2->cb_err;
-    }
-    hc_metrics_stage_stopped(s2->metrics, HC_METRICS_STAGE2);
-    if (err != HC_OK) {
-        hc_log(HC_LOG_ERROR, s2->name, "stopping: %s", errstr);
-    } else {
-        hc_log(HC_LOG_INFO, s2->name, "stopped cleanly");
     }
     return err;
+}
+
+/* A clean stop stores the open window once; if the store is down it is dropped and the next
+ * run re-reads those partials from the stored offsets. */
+static hc_err_t on_stopping(void *stage, hc_err_t err, char *errstr, size_t errstr_size)
+{
+    hc_stage2_t *s2 = stage;
+    if (err != HC_OK) {
+        (void)step(s2, HC_STAGE2_EV_FAIL, HC_OK, errstr, errstr_size); /* keeps errstr */
+    } else if (has_window(s2->state)) {
+        err = step(s2, HC_STAGE2_EV_CLOSE, HC_OK, errstr, errstr_size);
+        if (err == HC_OK) {
+            err = flush(s2, NULL, errstr, errstr_size);
+        }
+    }
+    if (s2->changelog) {
+        hc_changelog_drain(s2->changelog, s2->loop.consumer, s2->cfg->timeouts.drain_ms);
+    }
+    return err;
+}
+
+static const hc_stage_loop_ops_t stage2_loop_ops = {
+    .start = on_start,
+    .assign = on_assign,
+    .revoke = on_revoke,
+    .due_ms = on_due_ms,
+    .message = on_message,
+    .tick = on_tick,
+    .stopping = on_stopping,
+};
+
+/* ---- lifecycle ---- */
+
+hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_metrics_t *metrics,
+                           const struct hc_store_ops *store_ops, hc_stage2_t **s2p, char *errstr,
+                           size_t errstr_size)
+{
+    *s2p = NULL;
+    hc_err_t err = HC_ERR_INVALID;
+    hc_stage2_t *s2 = calloc(1, sizeof(*s2));
+    if (!s2) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
+    }
+    s2->last_flush_wall_ms = INT64_MIN;
+    s2->cfg = cfg;
+    s2->metrics = metrics;
+    s2->state = HC_STAGE2_IDLE;
+    s2->tbl = hc_table_new((size_t)cfg->max_keys);
+    if (!s2->tbl) {
+        hc_errstr_set(errstr, errstr_size, "out of memory for max.keys=%lld",
+                      (long long)cfg->max_keys);
+        goto fail;
+    }
+    s2->store_ops = store_ops;
+    err = open_store(s2, errstr, errstr_size);
+    if (err == HC_ERR_TRANSIENT) {
+        /* the store is down: on_start waits for it */
+        hc_log(HC_LOG_WARN, "stage2", "store unreachable (%s): stage 2 will wait for it", errstr);
+        err = HC_OK;
+    }
+    if (err != HC_OK) {
+        goto fail;
+    }
+    hc_stage_loop_opts_t lopts = {.kind = HC_METRICS_STAGE2,
+                                  .instance_id = instance_id,
+                                  .role = HC_KAFKA_ROLE_STAGE2_CONSUMER,
+                                  .group_id = cfg->group_stage2,
+                                  .topic = cfg->topic_partials,
+                                  .ops = &stage2_loop_ops,
+                                  .stage = s2};
+    err = hc_stage_loop_init(&s2->loop, cfg, metrics, &lopts, errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail;
+    }
+    err = hc_changelog_new(cfg, s2->loop.name, &s2->changelog, errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail;
+    }
+    *s2p = s2;
+    return HC_OK;
+
+fail:
+    hc_stage2_destroy(s2);
+    return err;
+}
+
+hc_err_t hc_stage2_new(const hc_config_t *cfg, const char *instance_id, hc_metrics_t *metrics,
+                       hc_stage2_t **s2p, char *errstr, size_t errstr_size)
+{
+    return hc_stage2_new_ops(cfg, instance_id, metrics, NULL, s2p, errstr, errstr_size);
+}
+
+int64_t hc_stage2_heartbeat_ms(const hc_stage2_t *s2)
+{
+    return hc_stage_loop_heartbeat_ms(&s2->loop);
+}
+
+int hc_stage2_assigned(const hc_stage2_t *s2)
+{
+    return hc_stage_loop_assigned(&s2->loop);
+}
+
+int64_t hc_stage2_turned_away(const hc_stage2_t *s2)
+{
+    return s2->turned_away;
+}
+
+void hc_stage2_destroy(hc_stage2_t *s2)
+{
+    if (!s2) {
+        return;
+    }
+    hc_stage_loop_fini(&s2->loop);
+    hc_changelog_destroy(s2->changelog); /* after the consumer: its marks are committed */
+    if (s2->dlq) {
+        rd_kafka_flush(s2->dlq, (int)s2->cfg->timeouts.drain_ms);
+        rd_kafka_destroy(s2->dlq);
+    }
+    free(s2->sources);
+    free(s2->refused);
+    free(s2->map);
+    free(s2->totals);
+    hc_store_close(s2->st);
+    hc_table_destroy(s2->tbl);
+    free(s2->parts);
+    free(s2->deltas);
+    free(s2->offsets);
+    free(s2);
+}
+
+hc_err_t hc_stage2_run(hc_stage2_t *s2, const atomic_bool *stop, char *errstr, size_t errstr_size)
+{
+    return hc_stage_loop_run(&s2->loop, stop, errstr, errstr_size);
 }

@@ -308,6 +308,7 @@ static void render_names_every_family_with_help_and_type(void **state)
         {"hotcount_end_to_end_seconds", "histogram"},
         {"hotcount_consumer_lag", "gauge"},
         {"hotcount_assigned_partitions", "gauge"},
+        {"hotcount_unflushed_input_seconds", "gauge"},
         {"hotcount_hot_key_events_per_second", "gauge"},
     };
     char *text = render(m, 0);
@@ -805,6 +806,46 @@ static void ready_forgets_input_of_released_partitions(void **state)
     assert_true(hc_metrics_is_ready(m, 70000, FLUSH_MS));
 }
 
+/* The fault scripts read from this gauge whether a stage has a window open (tests/faults/lib.sh
+ * in_flight, docs/EVENTS.md); a gauge stuck at 0, or not cleared by a flush, would make them
+ * report every kill as idle, or every one as in flight. */
+static void unflushed_input_shows_how_long_input_waits(void **state)
+{
+    hc_metrics_t *m = *state;
+    char *text = render(m, 5000);
+    assert_sample(text, "hotcount_unflushed_input_seconds{stage=\"1\"}", "0");
+    assert_sample(text, "hotcount_unflushed_input_seconds{stage=\"2\"}", "0");
+    free(text);
+
+    hc_metrics_stage_input(m, HC_METRICS_STAGE1, 6000);
+    text = render(m, 7500);
+    assert_sample(text, "hotcount_unflushed_input_seconds{stage=\"1\"}", "1.5");
+    assert_sample(text, "hotcount_unflushed_input_seconds{stage=\"2\"}", "0");
+    free(text);
+
+    /* aborted and read again: still counted from the first attempt */
+    hc_metrics_stage_input(m, HC_METRICS_STAGE1, 7600);
+    text = render(m, 8000);
+    assert_sample(text, "hotcount_unflushed_input_seconds{stage=\"1\"}", "2");
+    free(text);
+
+    /* flushed: nothing waits */
+    hc_metrics_stage_flushed(m, HC_METRICS_STAGE1, 8100, 0.1);
+    text = render(m, 9000);
+    assert_sample(text, "hotcount_unflushed_input_seconds{stage=\"1\"}", "0");
+    free(text);
+
+    /* stage 2's window opens, then its partitions are revoked */
+    hc_metrics_stage_input(m, HC_METRICS_STAGE2, 9000);
+    text = render(m, 9250);
+    assert_sample(text, "hotcount_unflushed_input_seconds{stage=\"2\"}", "0.25");
+    free(text);
+    hc_metrics_stage_released(m, HC_METRICS_STAGE2);
+    text = render(m, 9500);
+    assert_sample(text, "hotcount_unflushed_input_seconds{stage=\"2\"}", "0");
+    free(text);
+}
+
 /* ---- an uninitialised (zeroed) metrics block ----------------------------------------------- */
 
 static void zeroed_metrics_are_safe(void **state)
@@ -864,6 +905,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(ready_counts_reread_input_from_its_first_attempt, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(ready_forgets_input_of_released_partitions, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(unflushed_input_shows_how_long_input_waits, setup,
                                         teardown),
         cmocka_unit_test(zeroed_metrics_are_safe),
     };

@@ -1,5 +1,5 @@
-/* Layer: obs. Process metrics shared by the stages and read by the progress lines and the /metrics
- * endpoint.
+/* Layer: obs. Process metrics shared by the stages and read by the progress lines and the
+ * /metrics endpoint.
  *
  * The owner (a command) keeps one hc_metrics_t per process, calls hc_metrics_init before any
  * thread uses it and hc_metrics_fini after they are joined, and lends it to the stages. Counters
@@ -23,6 +23,7 @@
  * | hotcount_transactions_total | counter | outcome="commit"\|"abort" | stage-1 Kafka transactions |
  * | hotcount_transaction_seconds | histogram | | stage-1 window close: first partial produced to commit acknowledged |
  * | hotcount_partials_consumed_total | counter | | partials in committed store batches |
+ * | hotcount_partials_invalid_total | counter | reason | partials stage 2 dead-lettered instead of counting, by reason (the `hotcount-error` header values, hotcount/partial_check.h) |
  * | hotcount_store_batches_total | counter | outcome="commit"\|"conflict"\|"error" | stage-2 store batches |
  * | hotcount_store_keys_written_total | counter | | posts written by committed store batches |
  * | hotcount_events_stored_total | counter | | raw events covered by committed store batches |
@@ -32,6 +33,7 @@
  * | hotcount_end_to_end_seconds | histogram | | event `ts` to the store commit that counted it |
  * | hotcount_consumer_lag | gauge | topic, partition | messages behind the high watermark, from librdkafka statistics |
  * | hotcount_assigned_partitions | gauge | stage="1"\|"2" | partitions assigned to this process's stages |
+ * | hotcount_unflushed_input_seconds | gauge | stage="1"\|"2" | how long input the stage consumed has waited for a successful flush (its open window; a window aborted or refused and read again counts from its first attempt); 0 when none waits |
  * | hotcount_hot_key_events_per_second | gauge | post_id | the current top posts (at most 20) by events/s over stage 1's last window, summed over this process's stage-1 instances |
  *
  * Histogram buckets (le, seconds unless noted):
@@ -53,6 +55,7 @@
 #include "hotcount/err.h"
 #include "hotcount/event.h"
 #include "hotcount/hotkeys.h"
+#include "hotcount/partial_check.h"
 
 /* ---- histograms ---------------------------------------------------------------------------- */
 
@@ -134,6 +137,7 @@ typedef struct hc_metrics {
     atomic_int_fast64_t stage1_assigned; /* partitions currently assigned, all stage-1 consumers */
     /* stage 2 */
     atomic_int_fast64_t partials_consumed;
+    atomic_int_fast64_t partials_invalid[HC_PARTIAL_REASON_COUNT]; /* dead-lettered, by reason */
     atomic_int_fast64_t store_commit;
     atomic_int_fast64_t store_conflict;
     atomic_int_fast64_t store_error;
@@ -174,7 +178,8 @@ void hc_metrics_stage_stopped(hc_metrics_t *m, hc_metrics_stage_kind_t kind);
 
 /* Input is waiting to be flushed: call when a window opens (its first message). Keeps the
  * earlier time when input was already waiting, so a window that is aborted or refused and read
- * again keeps counting from its first attempt. */
+ * again keeps counting from its first attempt. Exported as hotcount_unflushed_input_seconds,
+ * which the fault scripts read to tell a window open from an idle stage (docs/EVENTS.md). */
 void hc_metrics_stage_input(hc_metrics_t *m, hc_metrics_stage_kind_t kind, int64_t now_ms);
 
 /* A flush succeeded (stage 1: transaction committed; stage 2: store batch committed) at now_ms

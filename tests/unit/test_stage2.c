@@ -1,0 +1,316 @@
+/* Stage 2's error paths, end to end and without servers: a real stage 2 on librdkafka's mock
+ * cluster (hc_mock_start), reading partials the test produces into it, over the fake store of
+ * tests/support/fake_store.c, whose next batches are scripted to fail.
+ *
+ * Every test checks, besides its own claim, that the final store is exact: each post's count is
+ * the sum of its partials' deltas, once. Each names the mutant of src/stage/stage2.c it was
+ * seen to fail on. Waits are for a condition (a batch arrived, offsets reached), bounded. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_store.h"
+#include "hotcount/admin.h"
+#include "hotcount/clock.h"
+#include "hotcount/kafka.h"
+#include "hotcount/log.h"
+#include "hotcount/stage.h"
+#include "stage2_impl.h"
+#include "stage2_run.h"
+
+#define PARTITIONS 2
+#define WAIT_MS 30000
+
+typedef struct fixture {
+    hc_config_t cfg;
+    hc_mock_t mock;
+    hc_fake_store_t *fake;
+    char uri[32];
+    rd_kafka_t *producer;
+    hc_metrics_t metrics;
+    /* the expected store: every produced partial's delta, per post */
+    char posts[16][8];
+    int64_t want[16];
+    int nposts;
+    int64_t produced[PARTITIONS]; /* partials produced per partition: the final offsets */
+    hc_stage2_run_t run;          /* the stage under test, on its own thread */
+} fixture_t;
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    char errstr[512];
+    hc_log_setup(getenv("HC_TEST_LOG") ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
+    assert_int_equal(hc_config_init(&f->cfg), HC_OK);
+    f->fake = hc_fake_store_new(f->uri, sizeof(f->uri));
+    assert_non_null(f->fake);
+    const char *kv[][2] = {
+        {"flush.ms", "100"}, {"instance.id", "t"}, {"topic.partials.partitions", "2"}};
+    for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+        assert_int_equal(hc_config_set(&f->cfg, kv[i][0], kv[i][1], errstr, sizeof(errstr)), HC_OK);
+    }
+    assert_int_equal(hc_mock_start(&f->mock, &f->cfg, 1, errstr, sizeof(errstr)), HC_OK);
+    assert_int_equal(hc_config_set(&f->cfg, "brokers", f->mock.bootstraps, errstr, sizeof(errstr)),
+                     HC_OK);
+    assert_int_equal(hc_config_validate(&f->cfg, errstr, sizeof(errstr)), HC_OK);
+    hc_stage2_run_use_fake(&f->cfg, f->uri);
+    /* a retry every 300, 600, 1200 ms: long enough for a fetch to land in between */
+    f->cfg.timeouts.backoff_min_ms = 300;
+    f->cfg.timeouts.backoff_max_ms = 1200;
+    hc_kafka_opts_t popts = {0};
+    f->producer = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_PRODUCER, &popts, errstr, sizeof(errstr));
+    assert_non_null(f->producer);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    rd_kafka_destroy(f->producer);
+    hc_mock_stop(&f->mock);
+    hc_fake_store_destroy(f->fake);
+    hc_config_fini(&f->cfg);
+    free(f);
+    return 0;
+}
+
+/* One partial of `post` into `partition`, delivered before this returns; counted in the
+ * expected store. */
+static void produce(fixture_t *f, int32_t partition, const char *post, int64_t delta)
+{
+    hc_stage2_run_produce(f->producer, f->cfg.topic_partials, partition, post, delta);
+    f->produced[partition]++;
+    int i = 0;
+    while (i < f->nposts && strcmp(f->posts[i], post) != 0) {
+        i++;
+    }
+    if (i == f->nposts) {
+        assert_true(f->nposts < 16);
+        snprintf(f->posts[f->nposts++], sizeof(f->posts[0]), "%s", post);
+    }
+    f->want[i] += delta;
+}
+
+/* Waits until every partition's stored offset is the count of partials produced into it. */
+static void wait_all_stored(fixture_t *f)
+{
+    int64_t want[PARTITIONS];
+    for (int p = 0; p < PARTITIONS; p++) {
+        want[p] = f->produced[p] ? f->produced[p] : HC_OFFSET_NONE;
+    }
+    if (!hc_fake_store_wait_offsets(f->fake, f->cfg.group_stage2, f->cfg.topic_partials, want,
+                                    PARTITIONS, WAIT_MS)) {
+        fail_msg(
+            "stored offsets did not reach %lld/%lld: %lld/%lld", (long long)want[0],
+            (long long)want[1],
+            (long long)hc_fake_store_offset(f->fake, f->cfg.group_stage2, f->cfg.topic_partials, 0),
+            (long long)hc_fake_store_offset(f->fake, f->cfg.group_stage2, f->cfg.topic_partials,
+                                            1));
+    }
+}
+
+/* Every post's stored count is the sum of its deltas, once, and no other post is stored. */
+static void assert_store_exact(fixture_t *f)
+{
+    for (int i = 0; i < f->nposts; i++) {
+        int64_t got = hc_fake_store_likes(f->fake, f->posts[i], strlen(f->posts[i]));
+        if (got != f->want[i]) {
+            fail_msg("post %s: stored %lld, produced %lld", f->posts[i], (long long)got,
+                     (long long)f->want[i]);
+        }
+    }
+    assert_int_equal(hc_fake_store_posts(f->fake), (size_t)f->nposts);
+}
+
+static void assert_same_batch(const hc_fake_batch_t *a, const hc_fake_batch_t *b)
+{
+    assert_int_equal(a->offset_count, b->offset_count);
+    for (size_t i = 0; i < a->offset_count; i++) {
+        assert_int_equal(a->offsets[i].partition, b->offsets[i].partition);
+        assert_true(a->offsets[i].expected == b->offsets[i].expected);
+        assert_true(a->offsets[i].next == b->offsets[i].next);
+    }
+    assert_int_equal(a->delta_count, b->delta_count);
+    for (size_t i = 0; i < a->delta_count; i++) {
+        assert_int_equal(a->deltas[i].post_id_len, b->deltas[i].post_id_len);
+        assert_memory_equal(a->deltas[i].post_id, b->deltas[i].post_id, a->deltas[i].post_id_len);
+        assert_int_equal(a->deltas[i].delta, b->deltas[i].delta);
+    }
+}
+
+static const hc_store_offset_t *batch_offset(const hc_fake_batch_t *b, int32_t partition)
+{
+    for (size_t i = 0; i < b->offset_count; i++) {
+        if (b->offsets[i].partition == partition) {
+            return &b->offsets[i];
+        }
+    }
+    return NULL;
+}
+
+/* A store outage: the stage pauses its partitions and retries the same batch (same deltas,
+ * same expected offsets) until it lands, once.
+ * Mutants seen failing: (a) enter() does not pause on RETRY (a partial produced during the
+ * retry is fetched and turned away: turned_away > 0); (b) apply_window moves each partition's
+ * start on every outcome, not only HC_OK (the retry's expected offsets differ); (c) a
+ * transient outcome drops the window like a landed one (after_apply: TRANSIENT -> IDLE; the
+ * store misses those likes). */
+static void transient_error_retries_the_same_batch_paused(void **state)
+{
+    fixture_t *f = *state;
+    produce(f, 0, "a", 3);
+    produce(f, 0, "b", 2);
+    produce(f, 0, "a", 1);
+    produce(f, 1, "c", 5);
+    produce(f, 1, "c", -1);
+    hc_fake_store_script(f->fake, HC_FAKE_TRANSIENT);
+    hc_fake_store_script(f->fake, HC_FAKE_TRANSIENT);
+    hc_fake_store_script(f->fake, HC_FAKE_TRANSIENT);
+    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
+    /* after the second failure the partitions have been paused since the first: a partial
+     * produced now must not reach the stage before the batch lands */
+    assert_true(hc_fake_store_wait_batches(f->fake, 2, WAIT_MS));
+    produce(f, 0, "b", 7);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+
+    assert_true(hc_fake_store_batch_count(f->fake) >= 5);
+    const hc_fake_batch_t *first = hc_fake_store_batch(f->fake, 0);
+    for (size_t i = 0; i < 4; i++) {
+        const hc_fake_batch_t *b = hc_fake_store_batch(f->fake, i);
+        assert_int_equal(b->returned, i < 3 ? HC_ERR_TRANSIENT : HC_OK);
+        assert_int_equal(b->applied, i == 3);
+        assert_same_batch(first, b);
+    }
+    assert_int_equal(hc_stage2_turned_away(f->run.s2), 0);
+    hc_stage2_run_destroy(&f->run);
+    assert_store_exact(f);
+}
+
+/* A lost compare-and-set: another owner stored the first three partials of partition 0 just
+ * before the stage's batch. The window is dropped, the consumer re-seeks to the stored offset
+ * (3), and the partials after it are applied once.
+ * Mutants seen failing: (a) REREAD re-assigns at the in-memory positions instead of the
+ * store's (the stage's start stays HC_OFFSET_NONE: it conflicts forever); (b) a conflict is
+ * retried like an outage (after_apply: CONFLICT -> RETRY: the same refused batch forever). */
+static void lost_cas_drops_the_window_and_rereads(void **state)
+{
+    fixture_t *f = *state;
+    produce(f, 0, "a", 1);
+    produce(f, 0, "b", 2);
+    produce(f, 0, "a", 3);
+    produce(f, 0, "c", 4);
+    produce(f, 0, "b", 5);
+    produce(f, 0, "a", 6);
+    hc_store_offset_t other_offsets[] = {{0, HC_OFFSET_NONE, 3}};
+    hc_store_delta_t other_deltas[] = {{"a", 1, 4}, {"b", 1, 2}};
+    hc_store_batch_t other = {.group = f->cfg.group_stage2,
+                              .topic = f->cfg.topic_partials,
+                              .offsets = other_offsets,
+                              .offset_count = 1,
+                              .deltas = other_deltas,
+                              .delta_count = 2};
+    hc_fake_store_lose_cas(f->fake, &other);
+    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+    hc_stage2_run_destroy(&f->run);
+
+    size_t n = hc_fake_store_batch_count(f->fake);
+    assert_true(n >= 2);
+    const hc_fake_batch_t *lost = hc_fake_store_batch(f->fake, 0);
+    assert_int_equal(lost->script, HC_FAKE_LOSE_CAS);
+    assert_int_equal(lost->returned, HC_ERR_CONFLICT);
+    assert_false(lost->applied);
+    /* every later batch of partition 0 starts from what the store held, never from NONE */
+    bool reread = false;
+    for (size_t i = 1; i < n; i++) {
+        const hc_store_offset_t *off = batch_offset(hc_fake_store_batch(f->fake, i), 0);
+        assert_non_null(off);
+        assert_true(off->expected != HC_OFFSET_NONE);
+        reread |= off->expected == 3;
+        assert_int_equal(hc_fake_store_batch(f->fake, i)->returned, HC_OK);
+    }
+    assert_true(reread);
+    assert_store_exact(f);
+}
+
+/* An ambiguous commit that did land (the store applied the batch, then reported an outage):
+ * the stage retries the same batch, which loses the compare-and-set; nothing is counted
+ * twice and the stage goes on from the stored offsets.
+ * Mutants seen failing: (a) apply_window moves start on every outcome (the retry's expected
+ * offset is the applied next: the compare-and-set passes and the likes count twice); (b) the
+ * retry re-reads the stored offsets into start before applying again (same double count). */
+static void ambiguous_commit_retry_loses_cas_counts_once(void **state)
+{
+    fixture_t *f = *state;
+    produce(f, 0, "a", 2);
+    produce(f, 0, "b", 1);
+    produce(f, 1, "a", 5);
+    produce(f, 1, "d", 1);
+    hc_fake_store_script(f->fake, HC_FAKE_APPLY_TRANSIENT);
+    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
+    assert_true(hc_fake_store_wait_batches(f->fake, 2, WAIT_MS));
+    wait_all_stored(f);
+    /* one more partial after the refused retry: the stage goes on from the stored offsets */
+    produce(f, 0, "b", 3);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+    hc_stage2_run_destroy(&f->run);
+
+    assert_store_exact(f); /* first: the claim is that nothing counts twice */
+    const hc_fake_batch_t *landed = hc_fake_store_batch(f->fake, 0);
+    const hc_fake_batch_t *retry = hc_fake_store_batch(f->fake, 1);
+    assert_int_equal(landed->script, HC_FAKE_APPLY_TRANSIENT);
+    assert_true(landed->applied);
+    assert_int_equal(landed->returned, HC_ERR_TRANSIENT);
+    assert_same_batch(landed, retry);
+    assert_false(retry->applied);
+    assert_int_equal(retry->returned, HC_ERR_CONFLICT);
+}
+
+/* A stage 2 started while its store is down (issue 16, item 5): the open and then the offset
+ * reads fail; the stage neither exits nor consumes, is not ready meanwhile, and once the store
+ * answers it counts everything exactly.
+ * Mutants seen failing: (a) hc_stage2_new_ops fails on the transient open, as before (the start
+ * fails: "stage 2: fake store 0: scripted outage"); (b) assign_from_store returns its first
+ * transient read instead of retrying (the run stops with "transient"). */
+static void start_while_store_down_waits_and_retries(void **state)
+{
+    fixture_t *f = *state;
+    produce(f, 0, "a", 2);
+    produce(f, 1, "b", 1);
+    hc_fake_store_fail_opens(f->fake, 2);
+    hc_fake_store_fail_reads(f->fake, 3);
+    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
+    assert_true(hc_fake_store_wait_reads(f->fake, 2, WAIT_MS)); /* still down */
+    assert_false(hc_metrics_is_ready(&f->metrics, hc_now_ms(), f->cfg.flush_ms));
+    assert_int_equal(hc_fake_store_batch_count(f->fake), 0);
+    wait_all_stored(f);
+    produce(f, 0, "a", 1); /* and it keeps running */
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+    hc_stage2_run_destroy(&f->run);
+    assert_store_exact(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(transient_error_retries_the_same_batch_paused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(lost_cas_drops_the_window_and_rereads, setup, teardown),
+        cmocka_unit_test_setup_teardown(ambiguous_commit_retry_loses_cas_counts_once, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(start_while_store_down_waits_and_retries, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
