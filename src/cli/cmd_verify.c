@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "cmds.h"
+#include "escape.h"
 #include "hotcount/clock.h"
 #include "hotcount/log.h"
 #include "hotcount/recount.h"
@@ -28,8 +29,9 @@ static void report(const char *post_id, size_t len, int64_t expected, int64_t st
 {
     int64_t *shown = opaque;
     if ((*shown)++ < 50) {
-        printf("mismatch: post %.*s: recount %" PRId64 ", store %" PRId64 "\n", (int)len, post_id,
-               expected, stored);
+        char shown_id[HC_CLI_ESCAPED_SIZE(HC_POST_ID_MAX)];
+        printf("mismatch: post %s: recount %" PRId64 ", store %" PRId64 "\n",
+               hc_cli_escape(post_id, len, shown_id, sizeof(shown_id)), expected, stored);
     }
 }
 

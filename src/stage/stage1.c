@@ -44,6 +44,10 @@
  * and the headers it stays within the 4096 bytes that the configuration check keeps free
  * beside event.max.bytes in message.max.bytes. */
 #define DLQ_KEY_MAX 1024
+/* A replayed record's mark (hotcount-replayed-from: "<dlq topic>/<partition>/<offset>") is
+ * copied into its dead letter up to this many bytes; with DLQ_KEY_MAX and the other headers
+ * still within those 4096 bytes. */
+#define DLQ_REPLAY_MARK_MAX 256
 
 struct hc_stage1 {
     hc_stage_loop_t loop;   /* owned: the consumer, heartbeat, latch; loop.name for logs */
@@ -293,7 +297,8 @@ static hc_err_t produce(hc_stage1_t *s1, const char *topic, const void *key, siz
 }
 
 /* The message's dead letter into the open transaction. Any message has one, whatever its key,
- * value or headers (its headers are not copied): when the producer refuses it as too large,
+ * value or headers (its headers are not copied, but for a replay's mark, below): when the
+ * producer refuses it as too large,
  * the key and the value are cut to DLQ_KEY_MAX and event.max.bytes bytes, each cut marked with
  * a header naming the original length, and should even that be refused (a message.max.bytes
  * far below the default), to nothing; hotcount-source still points at the whole message in
@@ -308,12 +313,27 @@ static hc_err_t produce_dlq(hc_stage1_t *s1, const rd_kafka_message_t *rkm,
     size_t key_len = rkm->key ? rkm->key_len : 0;
     const size_t value_cap[] = {value_len, (size_t)s1->cfg->event_max_bytes, 0};
     const size_t key_cap[] = {key_len, DLQ_KEY_MAX, 0};
+    /* A record `hotcount dlq replay` put back into likes.raw carries hotcount-replayed-from;
+     * failing again, its dead letter keeps the mark so that no replay picks it up a second time
+     * (no loop). Only the mark is copied, cut to DLQ_REPLAY_MARK_MAX: anyone can write headers. */
+    rd_kafka_headers_t *in = NULL;
+    const void *mark = NULL;
+    size_t mark_len = 0;
+    if (rd_kafka_message_headers(rkm, &in) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        rd_kafka_header_get_last(in, "hotcount-replayed-from", &mark, &mark_len) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
+        mark = NULL;
+    }
+    mark_len = mark_len < DLQ_REPLAY_MARK_MAX ? mark_len : DLQ_REPLAY_MARK_MAX;
     for (int attempt = 0; attempt < 3; attempt++) {
         size_t vlen = value_len < value_cap[attempt] ? value_len : value_cap[attempt];
         size_t klen = key_len < key_cap[attempt] ? key_len : key_cap[attempt];
-        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(4);
+        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(5);
         rd_kafka_header_add(hdrs, "hotcount-error", -1, hc_event_reason_str(reason), -1);
         rd_kafka_header_add(hdrs, "hotcount-source", -1, source, -1);
+        if (mark != NULL) {
+            rd_kafka_header_add(hdrs, "hotcount-replayed-from", -1, mark, (ssize_t)mark_len);
+        }
         char orig[32];
         if (vlen < value_len) {
             snprintf(orig, sizeof(orig), "%zu", value_len);
