@@ -24,6 +24,8 @@ static const command_t commands[] = {
     {"mock-broker", hc_cmd_mock_broker, "a stand-alone in-process Kafka on localhost"},
     {"config", hc_cmd_config, "print an example configuration file with every key"},
     {"serve", hc_cmd_serve, "HTTP read API over the store, with a live page"},
+    {"status", hc_cmd_status, "health of both stages, their lag, the store and the DLQ"},
+    {"dlq", hc_cmd_dlq, "list or show the dead letters in topic.dlq"},
 };
 
 static void usage(FILE *out)
@@ -35,7 +37,8 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
     }
-    fprintf(out, "\n`hotcount <command> --help` describes each command's options.\n");
+    fprintf(out, "\n`hotcount <command> --help` describes each command's options;\n"
+                 "`hotcount --version` prints the versions of hotcount and its libraries.\n");
 }
 
 int main(int argc, char **argv)
@@ -48,6 +51,9 @@ int main(int argc, char **argv)
         strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return HC_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        return hc_cmd_version(argc - 1, argv + 1);
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (strcmp(argv[1], commands[i].name) == 0) {

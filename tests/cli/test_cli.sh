@@ -28,6 +28,20 @@ for c in demo stage1 stage2 run produce init get top verify mock-broker config; 
     check "help_of_$c" 0 "usage: hotcount $c" -- "$hc" "$c" --help
 done
 check help_shows_config_keys 0 'flush\.ms' -- "$hc" stage1 --help
+
+# --version: one "NAME VERSION (file...)" line per library; the versions it runs with must be
+# the ones CMake built against (HC_EXPECT_*, from ctest): a lost rpath would load another one.
+check version_names_every_library 0 '^hotcount [0-9]' -- "$hc" --version
+for lib in librdkafka jansson hiredis libpq SQLite libmicrohttpd; do
+    grep -Eq "^$lib [0-9]+\.[0-9]+(\.[0-9]+)? \((built with [^,]+, )?/" "$tmp/out" ||
+        { echo "FAIL version_of_$lib: not in --version"; cat "$tmp/out"; fails=$((fails + 1)); }
+done
+check version_takes_no_arguments 2 'no arguments' -- "$hc" --version extra
+for want in "librdkafka ${HC_EXPECT_RDKAFKA:-}" "hiredis ${HC_EXPECT_HIREDIS:-}" \
+            "libmicrohttpd ${HC_EXPECT_MHD:-}"; do
+    [ "${want#* }" != "" ] || continue
+    check "version_runs_with_${want% *}_${want#* }" 0 "^${want//./\\.} \\(/" -- "$hc" --version
+done
 check unknown_key_names_it 2 'flush\.msx' -- "$hc" stage1 -X flush.msx=5
 check bad_value_names_key 2 'flush\.ms' -- "$hc" stage2 -X flush.ms=abc
 check x_without_equals_is_error 2 'nonsense' -- "$hc" run -X nonsense
@@ -44,6 +58,39 @@ check check_config_accepts_good_config 0 'configuration ok' -- "$hc" run --check
 check check_config_names_bad_kafka_key 2 'kafka\.producer\.linger\.mss' -- "$hc" stage1 --check-config -X kafka.producer.linger.mss=5
 check check_config_names_bad_kafka_value 2 'kafka\.consumer\.fetch\.max\.bytes' -- "$hc" stage2 --check-config -X kafka.consumer.fetch.max.bytes=lots
 check check_config_runs_cross_checks 2 'message\.timeout\.ms|transaction\.timeout\.ms' -- "$hc" stage1 --check-config -X kafka.producer.message.timeout.ms=900000
+
+# Settings exactly-once depends on are hotcount's: an override exits 2 naming the key and why
+# (issue 16); the same value hotcount sets, and tuning, stay allowed.
+check_absent() { # name pattern: the last check's output must not match
+    if grep -Eq -- "$2" "$tmp/out" "$tmp/err"; then
+        echo "FAIL $1: output has /$2/"; cat "$tmp/out" "$tmp/err"; fails=$((fails + 1)); return
+    fi
+    echo "ok   $1"
+}
+for kv in kafka.isolation.level=read_uncommitted kafka.consumer.enable.auto.commit=true \
+          kafka.enable.auto.offset.store=true kafka.auto.offset.reset=latest \
+          kafka.producer.transactional.id=other kafka.producer.enable.idempotence=false \
+          kafka.acks=1 kafka.consumer.partition.assignment.strategy=cooperative-sticky \
+          kafka.group.id=mine kafka.consumer.enable.partition.eof=true \
+          kafka.auto.commit.enable=true kafka.producer.delivery.report.only.error=true; do
+    key=${kv%%=*}
+    check "owned_${key#kafka.}_is_refused" 2 "${key//./\\.}=.*exactly-once depends on it" -- "$hc" run --check-config -X "$kv"
+done
+check owned_setting_refused_by_every_command 2 'isolation\.level' -- "$hc" produce --events 1 -X kafka.isolation.level=read_uncommitted
+check owned_setting_at_hotcounts_value_is_fine 0 'configuration ok' -- "$hc" run --check-config -X kafka.isolation.level=read_committed -X kafka.acks=all -X kafka.consumer.partition.assignment.strategy=range
+check tuning_stays_overridable 0 'configuration ok' -- "$hc" run --check-config -X kafka.producer.transaction.timeout.ms=120000 -X kafka.consumer.session.timeout.ms=6000 -X kafka.linger.ms=20
+check property_of_the_other_client_kind_is_refused 2 'transaction\.timeout\.ms is a producer property' -- "$hc" stage1 --check-config -X kafka.consumer.transaction.timeout.ms=1000
+# Keys checked together, with the reason.
+check flush_past_transaction_timeout_is_refused 2 'flush\.ms=3600000.*transaction\.timeout\.ms=60000.*transaction\.max\.timeout\.ms' -- "$hc" stage1 --check-config -X flush.ms=3600000
+check users_transaction_timeout_counts 2 'flush\.ms=40000.*kafka\.producer\.transaction\.timeout\.ms=60000' -- "$hc" stage1 --check-config -X kafka.producer.transaction.timeout.ms=60000 -X flush.ms=40000
+check watchdog_below_longest_call_is_refused 2 'watchdog\.ms=3000.*longest blocking call' -- "$hc" stage2 --check-config -X watchdog.ms=3000
+check watchdog_off_is_fine 0 'configuration ok' -- "$hc" stage2 --check-config -X watchdog.ms=0
+check hot_key_thresholds_must_not_cross 2 'hotkeys\.leave\.rate.*hotkeys\.enter\.rate' -- "$hc" stage1 --check-config -X hotkeys.enter.rate=100 -X hotkeys.leave.rate=100
+check event_max_bytes_must_fit_the_producer 2 'event\.max\.bytes=1048576.*message\.max\.bytes' -- "$hc" stage1 --check-config -X event.max.bytes=1048576
+# No CONFWARN for what hotcount hands to a client: neither its own settings nor kafka.<prop>,
+# which goes only to the kind of client that reads it.
+check check_config_builds_clients_quietly 0 'configuration ok' -- "$hc" run --check-config -X kafka.fetch.max.bytes=1048576 -X kafka.linger.ms=5 -X kafka.transaction.timeout.ms=60000
+check_absent check_config_prints_no_confwarn 'CONFWARN'
 
 # The example configuration parses back, and -X overrides apply after the file.
 "$hc" config >"$tmp/example.properties"
