@@ -231,6 +231,17 @@ static void write_all(int fd, const char *buf, size_t len)
     }
 }
 
+/* A level outside the table is logged as an error; a line without an area gets "-". */
+static void normalize(hc_log_level_t *level, const char **area)
+{
+    if ((unsigned)*level >= sizeof(level_names) / sizeof(level_names[0])) {
+        *level = HC_LOG_ERROR;
+    }
+    if (*area == NULL) {
+        *area = "-";
+    }
+}
+
 void hc_log_write(hc_log_level_t level, const char *area, const char *fmt, ...)
 {
     int saved_errno = errno;
@@ -245,12 +256,7 @@ void hc_log_write(hc_log_level_t level, const char *area, const char *fmt, ...)
     if (!hc_log_enabled(level)) {
         return;
     }
-    if ((unsigned)level >= sizeof(level_names) / sizeof(level_names[0])) {
-        level = HC_LOG_ERROR;
-    }
-    if (area == NULL) {
-        area = "-";
-    }
+    normalize(&level, &area);
 
     va_start(ap, fmt);
     n = vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -378,12 +384,7 @@ void hc_log_event_write(hc_log_level_t level, const char *area, const char *even
     if (!hc_log_enabled(level)) {
         return;
     }
-    if ((unsigned)level >= sizeof(level_names) / sizeof(level_names[0])) {
-        level = HC_LOG_ERROR;
-    }
-    if (area == NULL) {
-        area = "-";
-    }
+    normalize(&level, &area);
     if (event == NULL) {
         event = "-";
     }

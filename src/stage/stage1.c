@@ -328,21 +328,8 @@ static hc_err_t produce_dlq(hc_stage1_t *s1, const rd_kafka_message_t *rkm,
     for (int attempt = 0; attempt < 3; attempt++) {
         size_t vlen = value_len < value_cap[attempt] ? value_len : value_cap[attempt];
         size_t klen = key_len < key_cap[attempt] ? key_len : key_cap[attempt];
-        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(5);
-        rd_kafka_header_add(hdrs, "hotcount-error", -1, hc_event_reason_str(reason), -1);
-        rd_kafka_header_add(hdrs, "hotcount-source", -1, source, -1);
-        if (mark != NULL) {
-            rd_kafka_header_add(hdrs, "hotcount-replayed-from", -1, mark, (ssize_t)mark_len);
-        }
-        char orig[32];
-        if (vlen < value_len) {
-            snprintf(orig, sizeof(orig), "%zu", value_len);
-            rd_kafka_header_add(hdrs, "hotcount-truncated-from", -1, orig, -1);
-        }
-        if (klen < key_len) {
-            snprintf(orig, sizeof(orig), "%zu", key_len);
-            rd_kafka_header_add(hdrs, "hotcount-key-truncated-from", -1, orig, -1);
-        }
+        rd_kafka_headers_t *hdrs = hc_stage_dlq_headers(hc_event_reason_str(reason), source, mark,
+                                                        mark_len, value_len, vlen, key_len, klen);
         hc_err_t err = produce(s1, s1->cfg->topic_dlq, rkm->key, klen, rkm->payload, vlen, 0, hdrs,
                                errstr, errstr_size);
         if (err != HC_ERR_INVALID) {

@@ -403,18 +403,8 @@ static hc_err_t dead_letter(hc_stage2_t *s2, int32_t partition, int64_t offset, 
                 value_len > HC_PARTIAL_MAX_BYTES && attempt > 0 ? HC_PARTIAL_MAX_BYTES : value_len;
             size_t klen =
                 key_len > HC_PARTIAL_MAX_BYTES && attempt > 0 ? HC_PARTIAL_MAX_BYTES : key_len;
-            rd_kafka_headers_t *hdrs = rd_kafka_headers_new(4);
-            rd_kafka_header_add(hdrs, "hotcount-error", -1, hc_partial_reason_str(reason), -1);
-            rd_kafka_header_add(hdrs, "hotcount-source", -1, source, -1);
-            char orig[32];
-            if (vlen < value_len) {
-                snprintf(orig, sizeof(orig), "%zu", value_len);
-                rd_kafka_header_add(hdrs, "hotcount-truncated-from", -1, orig, -1);
-            }
-            if (klen < key_len) {
-                snprintf(orig, sizeof(orig), "%zu", key_len);
-                rd_kafka_header_add(hdrs, "hotcount-key-truncated-from", -1, orig, -1);
-            }
+            rd_kafka_headers_t *hdrs = hc_stage_dlq_headers(
+                hc_partial_reason_str(reason), source, NULL, 0, value_len, vlen, key_len, klen);
             rd_kafka_resp_err_t rerr = rd_kafka_producev(
                 s2->dlq, RD_KAFKA_V_TOPIC(s2->cfg->topic_dlq), RD_KAFKA_V_KEY(key, klen),
                 RD_KAFKA_V_VALUE((void *)value, vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "fake_store.h"
+#include "hotcount/kafka.h"
+#include "hotcount/log.h"
 #include "hotcount/partial.h"
 #include "stage2_impl.h"
 
@@ -20,6 +22,50 @@ void hc_stage2_run_use_fake(hc_config_t *cfg, const char *fake_uri)
     free(cfg->store);
     cfg->store = strdup(fake_uri);
     assert_non_null(cfg->store);
+}
+
+void hc_stage2_env_start(hc_stage2_env_t *env, const char *const (*kv)[2], size_t n, int brokers)
+{
+    char errstr[512];
+    memset(env, 0, sizeof(*env));
+    hc_log_setup(getenv("HC_TEST_LOG") ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
+    assert_int_equal(hc_config_init(&env->cfg), HC_OK);
+    env->fake = hc_fake_store_new(env->uri, sizeof(env->uri));
+    assert_non_null(env->fake);
+    for (size_t i = 0; i < n; i++) {
+        if (hc_config_set(&env->cfg, kv[i][0], kv[i][1], errstr, sizeof(errstr)) != HC_OK) {
+            fail_msg("%s", errstr);
+        }
+    }
+    if (hc_mock_start(&env->mock, &env->cfg, brokers, errstr, sizeof(errstr)) != HC_OK) {
+        fail_msg("mock cluster: %s", errstr);
+    }
+}
+
+void hc_stage2_env_ready(hc_stage2_env_t *env)
+{
+    char errstr[512];
+    if (hc_config_set(&env->cfg, "brokers", env->mock.bootstraps, errstr, sizeof(errstr)) !=
+            HC_OK ||
+        hc_config_validate(&env->cfg, errstr, sizeof(errstr)) != HC_OK) {
+        fail_msg("%s", errstr);
+    }
+    hc_stage2_run_use_fake(&env->cfg, env->uri);
+    hc_kafka_opts_t popts = {0};
+    env->producer = hc_kafka_new(&env->cfg, HC_KAFKA_ROLE_PRODUCER, &popts, errstr, sizeof(errstr));
+    if (env->producer == NULL) {
+        fail_msg("producer: %s", errstr);
+    }
+}
+
+void hc_stage2_env_fini(hc_stage2_env_t *env)
+{
+    if (env->producer != NULL) {
+        rd_kafka_destroy(env->producer);
+    }
+    hc_mock_stop(&env->mock);
+    hc_fake_store_destroy(env->fake);
+    hc_config_fini(&env->cfg);
 }
 
 static void *run_thread(void *opaque)

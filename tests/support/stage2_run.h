@@ -9,9 +9,29 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "fake_store.h"
+#include "hotcount/admin.h"
 #include "hotcount/config.h"
 #include "hotcount/metrics.h"
 #include "hotcount/stage.h"
+
+/* What every stage-2 test stands on: a configuration, a mock cluster, the fake store it points
+ * at, and the test's own producer of partials. */
+typedef struct hc_stage2_env {
+    hc_config_t cfg;
+    hc_mock_t mock;
+    hc_fake_store_t *fake; /* owned */
+    char uri[32];          /* the fake's */
+    rd_kafka_t *producer;  /* owned: the test's, of partials */
+} hc_stage2_env_t;
+
+/* In two steps, so a test can place partitions and coordinators on the mock's brokers in
+ * between: the defaults plus n key/value pairs, the fake store and a mock cluster of `brokers`
+ * brokers; then the brokers key, the checks of the configuration, the fake as the store and the
+ * producer. Timeouts set by a test after hc_stage2_env_ready stay as set. */
+void hc_stage2_env_start(hc_stage2_env_t *env, const char *const (*kv)[2], size_t n, int brokers);
+void hc_stage2_env_ready(hc_stage2_env_t *env);
+void hc_stage2_env_fini(hc_stage2_env_t *env);
 
 typedef struct hc_stage2_run {
     hc_stage2_t *s2; /* owned from start until hc_stage2_run_destroy */

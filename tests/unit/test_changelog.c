@@ -31,12 +31,8 @@
 #define COUNTS_BROKER 2   /* the changelog's partitions only: taken down in the test */
 
 typedef struct fixture {
-    hc_config_t cfg;
-    hc_mock_t mock;
-    hc_fake_store_t *fake;
-    char uri[32];
-    rd_kafka_t *producer; /* the test's, of partials */
-    rd_kafka_t *marks;    /* reads group.stage2's committed offsets: the changelog's marks */
+    hc_stage2_env_t env; /* config, mock cluster, fake store, the test's producer */
+    rd_kafka_t *marks;   /* reads group.stage2's committed offsets: the changelog's marks */
     hc_metrics_t metrics;
     int64_t produced;
     hc_stage2_run_t run; /* the stage under test, on its own thread */
@@ -45,48 +41,36 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
-    char errstr[512];
-    hc_log_setup(getenv("HC_TEST_LOG") ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
-    assert_int_equal(hc_config_init(&f->cfg), HC_OK);
-    f->fake = hc_fake_store_new(f->uri, sizeof(f->uri));
-    assert_non_null(f->fake);
-    const char *kv[][2] = {{"flush.ms", "100"},
-                           {"instance.id", "t"},
-                           {"topic.partials.partitions", "1"},
-                           {"topic.counts", "likes.counts"},
-                           {"topic.counts.partitions", "2"},
-                           /* the mock cluster keeps a member that left until its session times
-                            * out (stage B waited over 30 s with the default 45 s) */
-                           {"kafka.consumer.session.timeout.ms", "6000"},
-                           {"kafka.consumer.heartbeat.interval.ms", "500"}};
-    for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
-        assert_int_equal(hc_config_set(&f->cfg, kv[i][0], kv[i][1], errstr, sizeof(errstr)), HC_OK);
-    }
-    assert_int_equal(hc_mock_start(&f->mock, &f->cfg, 2, errstr, sizeof(errstr)), HC_OK);
-    rd_kafka_mock_cluster_t *mc = f->mock.mcluster;
+    static const char *const kv[][2] = {
+        {"flush.ms", "100"},
+        {"instance.id", "t"},
+        {"topic.partials.partitions", "1"},
+        {"topic.counts", "likes.counts"},
+        {"topic.counts.partitions", "2"},
+        /* the mock cluster keeps a member that left until its session times out (stage B
+         * waited over 30 s with the default 45 s) */
+        {"kafka.consumer.session.timeout.ms", "6000"},
+        {"kafka.consumer.heartbeat.interval.ms", "500"}};
+    hc_stage2_env_start(&f->env, kv, sizeof(kv) / sizeof(kv[0]), 2);
+    rd_kafka_mock_cluster_t *mc = f->env.mock.mcluster;
     assert_int_equal(
-        rd_kafka_mock_partition_set_leader(mc, f->cfg.topic_partials, 0, PARTIALS_BROKER), 0);
+        rd_kafka_mock_partition_set_leader(mc, f->env.cfg.topic_partials, 0, PARTIALS_BROKER), 0);
     for (int p = 0; p < 2; p++) {
         assert_int_equal(
-            rd_kafka_mock_partition_set_leader(mc, f->cfg.topic_counts, p, COUNTS_BROKER), 0);
+            rd_kafka_mock_partition_set_leader(mc, f->env.cfg.topic_counts, p, COUNTS_BROKER), 0);
     }
     assert_int_equal(
-        rd_kafka_mock_coordinator_set(mc, "group", f->cfg.group_stage2, PARTIALS_BROKER), 0);
-    assert_int_equal(hc_config_set(&f->cfg, "brokers", f->mock.bootstraps, errstr, sizeof(errstr)),
-                     HC_OK);
-    assert_int_equal(hc_config_validate(&f->cfg, errstr, sizeof(errstr)), HC_OK);
-    hc_stage2_run_use_fake(&f->cfg, f->uri);
+        rd_kafka_mock_coordinator_set(mc, "group", f->env.cfg.group_stage2, PARTIALS_BROKER), 0);
+    hc_stage2_env_ready(&f->env);
     /* a revoke gives the changelog half a second to deliver */
-    f->cfg.timeouts.drain_ms = 500;
-    hc_kafka_opts_t popts = {0};
-    f->producer = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_PRODUCER, &popts, errstr, sizeof(errstr));
-    assert_non_null(f->producer);
+    f->env.cfg.timeouts.drain_ms = 500;
+    char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", f->env.mock.bootstraps, errstr,
+                                       sizeof(errstr)),
+                     RD_KAFKA_CONF_OK);
     assert_int_equal(
-        rd_kafka_conf_set(conf, "bootstrap.servers", f->mock.bootstraps, errstr, sizeof(errstr)),
-        RD_KAFKA_CONF_OK);
-    assert_int_equal(
-        rd_kafka_conf_set(conf, "group.id", f->cfg.group_stage2, errstr, sizeof(errstr)),
+        rd_kafka_conf_set(conf, "group.id", f->env.cfg.group_stage2, errstr, sizeof(errstr)),
         RD_KAFKA_CONF_OK);
     f->marks = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
     assert_non_null(f->marks);
@@ -98,17 +82,14 @@ static int teardown(void **state)
 {
     fixture_t *f = *state;
     rd_kafka_destroy(f->marks);
-    rd_kafka_destroy(f->producer);
-    hc_mock_stop(&f->mock);
-    hc_fake_store_destroy(f->fake);
-    hc_config_fini(&f->cfg);
+    hc_stage2_env_fini(&f->env);
     free(f);
     return 0;
 }
 
 static void produce(fixture_t *f, const char *post, int64_t delta)
 {
-    hc_stage2_run_produce(f->producer, f->cfg.topic_partials, 0, post, delta);
+    hc_stage2_run_produce(f->env.producer, f->env.cfg.topic_partials, 0, post, delta);
     f->produced++;
 }
 
@@ -122,15 +103,15 @@ static void stop_stage(fixture_t *f)
 static void wait_stored(fixture_t *f)
 {
     int64_t want = f->produced;
-    assert_true(hc_fake_store_wait_offsets(f->fake, f->cfg.group_stage2, f->cfg.topic_partials,
-                                           &want, 1, WAIT_MS));
+    assert_true(hc_fake_store_wait_offsets(f->env.fake, f->env.cfg.group_stage2,
+                                           f->env.cfg.topic_partials, &want, 1, WAIT_MS));
 }
 
 /* group.stage2's committed offset of partials partition 0: the changelog's mark. */
 static int64_t mark(fixture_t *f)
 {
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, f->cfg.topic_partials, 0);
+    rd_kafka_topic_partition_list_add(list, f->env.cfg.topic_partials, 0);
     rd_kafka_resp_err_t err = rd_kafka_committed(f->marks, list, 10000);
     int64_t offset = err || list->elems[0].err ? -2 : list->elems[0].offset;
     rd_kafka_topic_partition_list_destroy(list);
@@ -191,13 +172,13 @@ static void read_counts(fixture_t *f, counts_t *c)
 {
     char errstr[512];
     memset(c, 0, sizeof(*c));
-    rd_kafka_t *rk = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_READER, NULL, errstr, sizeof(errstr));
+    rd_kafka_t *rk = hc_kafka_new(&f->env.cfg, HC_KAFKA_ROLE_READER, NULL, errstr, sizeof(errstr));
     assert_non_null(rk);
     hc_topic_range_t ranges[2] = {{0, HC_OFFSET_NONE, INT64_MAX}, {1, HC_OFFSET_NONE, INT64_MAX}};
-    hc_err_t err = hc_topic_read_ranges(rk, f->cfg.topic_counts, ranges, 2, take_count, c, errstr,
-                                        sizeof(errstr));
+    hc_err_t err = hc_topic_read_ranges(rk, f->env.cfg.topic_counts, ranges, 2, take_count, c,
+                                        errstr, sizeof(errstr));
     if (err != HC_OK) {
-        fail_msg("reading %s: %s", f->cfg.topic_counts, errstr);
+        fail_msg("reading %s: %s", f->env.cfg.topic_counts, errstr);
     }
     rd_kafka_destroy(rk);
 }
@@ -213,20 +194,20 @@ static void read_counts(fixture_t *f, counts_t *c)
 static void undelivered_record_at_revoke_is_republished_by_the_next_owner(void **state)
 {
     fixture_t *f = *state;
-    hc_stage2_run_start(&f->run, &f->cfg, "a", &f->metrics);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "a", &f->metrics);
     produce(f, "a", 1);
     produce(f, "b", 2);
     wait_stored(f);
     assert_true(wait_mark(f, 2)); /* delivered: the mark follows the store */
 
-    assert_int_equal(rd_kafka_mock_broker_set_down(f->mock.mcluster, COUNTS_BROKER), 0);
+    assert_int_equal(rd_kafka_mock_broker_set_down(f->env.mock.mcluster, COUNTS_BROKER), 0);
     produce(f, "c", 3);
     wait_stored(f); /* stored; its changelog record cannot be delivered */
     stop_stage(f);
     assert_int_equal(mark(f), 2);
 
-    assert_int_equal(rd_kafka_mock_broker_set_up(f->mock.mcluster, COUNTS_BROKER), 0);
-    hc_stage2_run_start(&f->run, &f->cfg, "b", &f->metrics);
+    assert_int_equal(rd_kafka_mock_broker_set_up(f->env.mock.mcluster, COUNTS_BROKER), 0);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "b", &f->metrics);
     assert_true(wait_mark(f, 3)); /* repaired: B republished what A's changelog lost */
     stop_stage(f);
 

@@ -29,11 +29,7 @@
 #define WAIT_MS 30000
 
 typedef struct fixture {
-    hc_config_t cfg;
-    hc_mock_t mock;
-    hc_fake_store_t *fake;
-    char uri[32];
-    rd_kafka_t *producer;
+    hc_stage2_env_t env; /* config, mock cluster, fake store, the test's producer */
     hc_metrics_t metrics;
     /* the expected store: every produced partial's delta, per post */
     char posts[16][8];
@@ -46,27 +42,13 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
-    char errstr[512];
-    hc_log_setup(getenv("HC_TEST_LOG") ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
-    assert_int_equal(hc_config_init(&f->cfg), HC_OK);
-    f->fake = hc_fake_store_new(f->uri, sizeof(f->uri));
-    assert_non_null(f->fake);
-    const char *kv[][2] = {
+    static const char *const kv[][2] = {
         {"flush.ms", "100"}, {"instance.id", "t"}, {"topic.partials.partitions", "2"}};
-    for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
-        assert_int_equal(hc_config_set(&f->cfg, kv[i][0], kv[i][1], errstr, sizeof(errstr)), HC_OK);
-    }
-    assert_int_equal(hc_mock_start(&f->mock, &f->cfg, 1, errstr, sizeof(errstr)), HC_OK);
-    assert_int_equal(hc_config_set(&f->cfg, "brokers", f->mock.bootstraps, errstr, sizeof(errstr)),
-                     HC_OK);
-    assert_int_equal(hc_config_validate(&f->cfg, errstr, sizeof(errstr)), HC_OK);
-    hc_stage2_run_use_fake(&f->cfg, f->uri);
+    hc_stage2_env_start(&f->env, kv, sizeof(kv) / sizeof(kv[0]), 1);
+    hc_stage2_env_ready(&f->env);
     /* a retry every 300, 600, 1200 ms: long enough for a fetch to land in between */
-    f->cfg.timeouts.backoff_min_ms = 300;
-    f->cfg.timeouts.backoff_max_ms = 1200;
-    hc_kafka_opts_t popts = {0};
-    f->producer = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_PRODUCER, &popts, errstr, sizeof(errstr));
-    assert_non_null(f->producer);
+    f->env.cfg.timeouts.backoff_min_ms = 300;
+    f->env.cfg.timeouts.backoff_max_ms = 1200;
     *state = f;
     return 0;
 }
@@ -74,10 +56,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture_t *f = *state;
-    rd_kafka_destroy(f->producer);
-    hc_mock_stop(&f->mock);
-    hc_fake_store_destroy(f->fake);
-    hc_config_fini(&f->cfg);
+    hc_stage2_env_fini(&f->env);
     free(f);
     return 0;
 }
@@ -86,7 +65,7 @@ static int teardown(void **state)
  * expected store. */
 static void produce(fixture_t *f, int32_t partition, const char *post, int64_t delta)
 {
-    hc_stage2_run_produce(f->producer, f->cfg.topic_partials, partition, post, delta);
+    hc_stage2_run_produce(f->env.producer, f->env.cfg.topic_partials, partition, post, delta);
     f->produced[partition]++;
     int i = 0;
     while (i < f->nposts && strcmp(f->posts[i], post) != 0) {
@@ -106,14 +85,14 @@ static void wait_all_stored(fixture_t *f)
     for (int p = 0; p < PARTITIONS; p++) {
         want[p] = f->produced[p] ? f->produced[p] : HC_OFFSET_NONE;
     }
-    if (!hc_fake_store_wait_offsets(f->fake, f->cfg.group_stage2, f->cfg.topic_partials, want,
-                                    PARTITIONS, WAIT_MS)) {
-        fail_msg(
-            "stored offsets did not reach %lld/%lld: %lld/%lld", (long long)want[0],
-            (long long)want[1],
-            (long long)hc_fake_store_offset(f->fake, f->cfg.group_stage2, f->cfg.topic_partials, 0),
-            (long long)hc_fake_store_offset(f->fake, f->cfg.group_stage2, f->cfg.topic_partials,
-                                            1));
+    if (!hc_fake_store_wait_offsets(f->env.fake, f->env.cfg.group_stage2, f->env.cfg.topic_partials,
+                                    want, PARTITIONS, WAIT_MS)) {
+        fail_msg("stored offsets did not reach %lld/%lld: %lld/%lld", (long long)want[0],
+                 (long long)want[1],
+                 (long long)hc_fake_store_offset(f->env.fake, f->env.cfg.group_stage2,
+                                                 f->env.cfg.topic_partials, 0),
+                 (long long)hc_fake_store_offset(f->env.fake, f->env.cfg.group_stage2,
+                                                 f->env.cfg.topic_partials, 1));
     }
 }
 
@@ -121,13 +100,13 @@ static void wait_all_stored(fixture_t *f)
 static void assert_store_exact(fixture_t *f)
 {
     for (int i = 0; i < f->nposts; i++) {
-        int64_t got = hc_fake_store_likes(f->fake, f->posts[i], strlen(f->posts[i]));
+        int64_t got = hc_fake_store_likes(f->env.fake, f->posts[i], strlen(f->posts[i]));
         if (got != f->want[i]) {
             fail_msg("post %s: stored %lld, produced %lld", f->posts[i], (long long)got,
                      (long long)f->want[i]);
         }
     }
-    assert_int_equal(hc_fake_store_posts(f->fake), (size_t)f->nposts);
+    assert_int_equal(hc_fake_store_posts(f->env.fake), (size_t)f->nposts);
 }
 
 static void assert_same_batch(const hc_fake_batch_t *a, const hc_fake_batch_t *b)
@@ -171,21 +150,21 @@ static void transient_error_retries_the_same_batch_paused(void **state)
     produce(f, 0, "a", 1);
     produce(f, 1, "c", 5);
     produce(f, 1, "c", -1);
-    hc_fake_store_script(f->fake, HC_FAKE_TRANSIENT);
-    hc_fake_store_script(f->fake, HC_FAKE_TRANSIENT);
-    hc_fake_store_script(f->fake, HC_FAKE_TRANSIENT);
-    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
+    hc_fake_store_script(f->env.fake, HC_FAKE_TRANSIENT);
+    hc_fake_store_script(f->env.fake, HC_FAKE_TRANSIENT);
+    hc_fake_store_script(f->env.fake, HC_FAKE_TRANSIENT);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
     /* after the second failure the partitions have been paused since the first: a partial
      * produced now must not reach the stage before the batch lands */
-    assert_true(hc_fake_store_wait_batches(f->fake, 2, WAIT_MS));
+    assert_true(hc_fake_store_wait_batches(f->env.fake, 2, WAIT_MS));
     produce(f, 0, "b", 7);
     wait_all_stored(f);
     hc_stage2_run_stop(&f->run);
 
-    assert_true(hc_fake_store_batch_count(f->fake) >= 5);
-    const hc_fake_batch_t *first = hc_fake_store_batch(f->fake, 0);
+    assert_true(hc_fake_store_batch_count(f->env.fake) >= 5);
+    const hc_fake_batch_t *first = hc_fake_store_batch(f->env.fake, 0);
     for (size_t i = 0; i < 4; i++) {
-        const hc_fake_batch_t *b = hc_fake_store_batch(f->fake, i);
+        const hc_fake_batch_t *b = hc_fake_store_batch(f->env.fake, i);
         assert_int_equal(b->returned, i < 3 ? HC_ERR_TRANSIENT : HC_OK);
         assert_int_equal(b->applied, i == 3);
         assert_same_batch(first, b);
@@ -212,32 +191,32 @@ static void lost_cas_drops_the_window_and_rereads(void **state)
     produce(f, 0, "a", 6);
     hc_store_offset_t other_offsets[] = {{0, HC_OFFSET_NONE, 3}};
     hc_store_delta_t other_deltas[] = {{"a", 1, 4}, {"b", 1, 2}};
-    hc_store_batch_t other = {.group = f->cfg.group_stage2,
-                              .topic = f->cfg.topic_partials,
+    hc_store_batch_t other = {.group = f->env.cfg.group_stage2,
+                              .topic = f->env.cfg.topic_partials,
                               .offsets = other_offsets,
                               .offset_count = 1,
                               .deltas = other_deltas,
                               .delta_count = 2};
-    hc_fake_store_lose_cas(f->fake, &other);
-    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
+    hc_fake_store_lose_cas(f->env.fake, &other);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
     wait_all_stored(f);
     hc_stage2_run_stop(&f->run);
     hc_stage2_run_destroy(&f->run);
 
-    size_t n = hc_fake_store_batch_count(f->fake);
+    size_t n = hc_fake_store_batch_count(f->env.fake);
     assert_true(n >= 2);
-    const hc_fake_batch_t *lost = hc_fake_store_batch(f->fake, 0);
+    const hc_fake_batch_t *lost = hc_fake_store_batch(f->env.fake, 0);
     assert_int_equal(lost->script, HC_FAKE_LOSE_CAS);
     assert_int_equal(lost->returned, HC_ERR_CONFLICT);
     assert_false(lost->applied);
     /* every later batch of partition 0 starts from what the store held, never from NONE */
     bool reread = false;
     for (size_t i = 1; i < n; i++) {
-        const hc_store_offset_t *off = batch_offset(hc_fake_store_batch(f->fake, i), 0);
+        const hc_store_offset_t *off = batch_offset(hc_fake_store_batch(f->env.fake, i), 0);
         assert_non_null(off);
         assert_true(off->expected != HC_OFFSET_NONE);
         reread |= off->expected == 3;
-        assert_int_equal(hc_fake_store_batch(f->fake, i)->returned, HC_OK);
+        assert_int_equal(hc_fake_store_batch(f->env.fake, i)->returned, HC_OK);
     }
     assert_true(reread);
     assert_store_exact(f);
@@ -256,9 +235,9 @@ static void ambiguous_commit_retry_loses_cas_counts_once(void **state)
     produce(f, 0, "b", 1);
     produce(f, 1, "a", 5);
     produce(f, 1, "d", 1);
-    hc_fake_store_script(f->fake, HC_FAKE_APPLY_TRANSIENT);
-    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
-    assert_true(hc_fake_store_wait_batches(f->fake, 2, WAIT_MS));
+    hc_fake_store_script(f->env.fake, HC_FAKE_APPLY_TRANSIENT);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
+    assert_true(hc_fake_store_wait_batches(f->env.fake, 2, WAIT_MS));
     wait_all_stored(f);
     /* one more partial after the refused retry: the stage goes on from the stored offsets */
     produce(f, 0, "b", 3);
@@ -267,8 +246,8 @@ static void ambiguous_commit_retry_loses_cas_counts_once(void **state)
     hc_stage2_run_destroy(&f->run);
 
     assert_store_exact(f); /* first: the claim is that nothing counts twice */
-    const hc_fake_batch_t *landed = hc_fake_store_batch(f->fake, 0);
-    const hc_fake_batch_t *retry = hc_fake_store_batch(f->fake, 1);
+    const hc_fake_batch_t *landed = hc_fake_store_batch(f->env.fake, 0);
+    const hc_fake_batch_t *retry = hc_fake_store_batch(f->env.fake, 1);
     assert_int_equal(landed->script, HC_FAKE_APPLY_TRANSIENT);
     assert_true(landed->applied);
     assert_int_equal(landed->returned, HC_ERR_TRANSIENT);
@@ -288,12 +267,12 @@ static void start_while_store_down_waits_and_retries(void **state)
     fixture_t *f = *state;
     produce(f, 0, "a", 2);
     produce(f, 1, "b", 1);
-    hc_fake_store_fail_opens(f->fake, 2);
-    hc_fake_store_fail_reads(f->fake, 3);
-    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
-    assert_true(hc_fake_store_wait_reads(f->fake, 2, WAIT_MS)); /* still down */
-    assert_false(hc_metrics_is_ready(&f->metrics, hc_now_ms(), f->cfg.flush_ms));
-    assert_int_equal(hc_fake_store_batch_count(f->fake), 0);
+    hc_fake_store_fail_opens(f->env.fake, 2);
+    hc_fake_store_fail_reads(f->env.fake, 3);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
+    assert_true(hc_fake_store_wait_reads(f->env.fake, 2, WAIT_MS)); /* still down */
+    assert_false(hc_metrics_is_ready(&f->metrics, hc_now_ms(), f->env.cfg.flush_ms));
+    assert_int_equal(hc_fake_store_batch_count(f->env.fake), 0);
     wait_all_stored(f);
     produce(f, 0, "a", 1); /* and it keeps running */
     wait_all_stored(f);

@@ -43,11 +43,7 @@ typedef struct dead_letter {
 } dead_letter_t;
 
 typedef struct fixture {
-    hc_config_t cfg;
-    hc_mock_t mock;
-    hc_fake_store_t *fake;
-    char uri[32];
-    rd_kafka_t *producer;
+    hc_stage2_env_t env; /* config, mock cluster, fake store, the test's producer */
     hc_metrics_t metrics;
     char posts[16][16];
     int64_t want[16];
@@ -61,28 +57,14 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
-    char errstr[512];
-    hc_log_setup(getenv("HC_TEST_LOG") ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
-    assert_int_equal(hc_config_init(&f->cfg), HC_OK);
-    f->fake = hc_fake_store_new(f->uri, sizeof(f->uri));
-    assert_non_null(f->fake);
-    const char *kv[][2] = {{"flush.ms", "100"},
-                           {"instance.id", "t"},
-                           {"topic.partials.partitions", "2"},
-                           {"topic.dlq.partitions", "1"}};
-    for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
-        assert_int_equal(hc_config_set(&f->cfg, kv[i][0], kv[i][1], errstr, sizeof(errstr)), HC_OK);
-    }
-    assert_int_equal(hc_mock_start(&f->mock, &f->cfg, 1, errstr, sizeof(errstr)), HC_OK);
-    assert_int_equal(hc_config_set(&f->cfg, "brokers", f->mock.bootstraps, errstr, sizeof(errstr)),
-                     HC_OK);
-    assert_int_equal(hc_config_validate(&f->cfg, errstr, sizeof(errstr)), HC_OK);
-    hc_stage2_run_use_fake(&f->cfg, f->uri);
-    f->cfg.timeouts.backoff_min_ms = 100;
-    f->cfg.timeouts.backoff_max_ms = 400;
-    hc_kafka_opts_t popts = {0};
-    f->producer = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_PRODUCER, &popts, errstr, sizeof(errstr));
-    assert_non_null(f->producer);
+    static const char *const kv[][2] = {{"flush.ms", "100"},
+                                        {"instance.id", "t"},
+                                        {"topic.partials.partitions", "2"},
+                                        {"topic.dlq.partitions", "1"}};
+    hc_stage2_env_start(&f->env, kv, sizeof(kv) / sizeof(kv[0]), 1);
+    hc_stage2_env_ready(&f->env);
+    f->env.cfg.timeouts.backoff_min_ms = 100;
+    f->env.cfg.timeouts.backoff_max_ms = 400;
     *state = f;
     return 0;
 }
@@ -90,10 +72,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture_t *f = *state;
-    rd_kafka_destroy(f->producer);
-    hc_mock_stop(&f->mock);
-    hc_fake_store_destroy(f->fake);
-    hc_config_fini(&f->cfg);
+    hc_stage2_env_fini(&f->env);
     free(f);
     return 0;
 }
@@ -114,7 +93,7 @@ static void expect_post(fixture_t *f, const char *post, int64_t delta)
 /* A valid partial (as stage 1 writes it), counted in the expected store. */
 static void produce(fixture_t *f, int32_t partition, const char *post, int64_t delta)
 {
-    hc_stage2_run_produce(f->producer, f->cfg.topic_partials, partition, post, delta);
+    hc_stage2_run_produce(f->env.producer, f->env.cfg.topic_partials, partition, post, delta);
     f->produced[partition]++;
     expect_post(f, post, delta);
 }
@@ -123,13 +102,13 @@ static void produce(fixture_t *f, int32_t partition, const char *post, int64_t d
 static int64_t produce_raw(fixture_t *f, int32_t partition, const char *key, const void *value,
                            size_t len)
 {
-    assert_int_equal(rd_kafka_producev(f->producer, RD_KAFKA_V_TOPIC(f->cfg.topic_partials),
+    assert_int_equal(rd_kafka_producev(f->env.producer, RD_KAFKA_V_TOPIC(f->env.cfg.topic_partials),
                                        RD_KAFKA_V_PARTITION(partition),
                                        RD_KAFKA_V_KEY(key, strlen(key)),
                                        RD_KAFKA_V_VALUE((void *)value, len),
                                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
                      RD_KAFKA_RESP_ERR_NO_ERROR);
-    assert_int_equal(rd_kafka_flush(f->producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    assert_int_equal(rd_kafka_flush(f->env.producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
     return f->produced[partition]++;
 }
 
@@ -144,25 +123,27 @@ static void wait_all_stored(fixture_t *f)
     for (int p = 0; p < PARTITIONS; p++) {
         want[p] = f->produced[p] ? f->produced[p] : HC_OFFSET_NONE;
     }
-    if (!hc_fake_store_wait_offsets(f->fake, f->cfg.group_stage2, f->cfg.topic_partials, want,
-                                    PARTITIONS, WAIT_MS)) {
+    if (!hc_fake_store_wait_offsets(f->env.fake, f->env.cfg.group_stage2, f->env.cfg.topic_partials,
+                                    want, PARTITIONS, WAIT_MS)) {
         fail_msg("stored offsets did not reach %" PRId64 "/%" PRId64 ": %" PRId64 "/%" PRId64,
                  want[0], want[1],
-                 hc_fake_store_offset(f->fake, f->cfg.group_stage2, f->cfg.topic_partials, 0),
-                 hc_fake_store_offset(f->fake, f->cfg.group_stage2, f->cfg.topic_partials, 1));
+                 hc_fake_store_offset(f->env.fake, f->env.cfg.group_stage2,
+                                      f->env.cfg.topic_partials, 0),
+                 hc_fake_store_offset(f->env.fake, f->env.cfg.group_stage2,
+                                      f->env.cfg.topic_partials, 1));
     }
 }
 
 static void assert_store_exact(fixture_t *f)
 {
     for (int i = 0; i < f->nposts; i++) {
-        int64_t got = hc_fake_store_likes(f->fake, f->posts[i], strlen(f->posts[i]));
+        int64_t got = hc_fake_store_likes(f->env.fake, f->posts[i], strlen(f->posts[i]));
         if (got != f->want[i]) {
             fail_msg("post %s: stored %" PRId64 ", produced %" PRId64, f->posts[i], got,
                      f->want[i]);
         }
     }
-    assert_int_equal(hc_fake_store_posts(f->fake), (size_t)f->nposts);
+    assert_int_equal(hc_fake_store_posts(f->env.fake), (size_t)f->nposts);
 }
 
 static void header_copy(rd_kafka_headers_t *hdrs, const char *name, char *out, size_t size)
@@ -197,13 +178,13 @@ static hc_err_t on_dead_letter(const rd_kafka_message_t *rkm, void *opaque)
 static void read_dead_letters(fixture_t *f)
 {
     char errstr[512];
-    rd_kafka_t *rk = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_READER, NULL, errstr, sizeof(errstr));
+    rd_kafka_t *rk = hc_kafka_new(&f->env.cfg, HC_KAFKA_ROLE_READER, NULL, errstr, sizeof(errstr));
     assert_non_null(rk);
     hc_topic_range_t range = {0, HC_OFFSET_NONE, INT64_MAX};
     f->ndl = 0;
-    if (hc_topic_read_ranges(rk, f->cfg.topic_dlq, &range, 1, on_dead_letter, f, errstr,
+    if (hc_topic_read_ranges(rk, f->env.cfg.topic_dlq, &range, 1, on_dead_letter, f, errstr,
                              sizeof(errstr)) != HC_OK) {
-        fail_msg("reading %s: %s", f->cfg.topic_dlq, errstr);
+        fail_msg("reading %s: %s", f->env.cfg.topic_dlq, errstr);
     }
     rd_kafka_destroy(rk);
 }
@@ -240,7 +221,7 @@ static void poison_is_dead_lettered(fixture_t *f, const void *value, size_t len,
     int64_t at = produce_raw(f, 0, "poison", value, len);
     produce(f, 0, "a", 2);
     produce(f, 1, "c", 4);
-    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
     wait_all_stored(f);
     produce(f, 0, "a", 1); /* still running */
     wait_all_stored(f);
@@ -250,7 +231,7 @@ static void poison_is_dead_lettered(fixture_t *f, const void *value, size_t len,
     assert_store_exact(f);
     read_dead_letters(f);
     assert_int_equal(f->ndl, 1);
-    assert_dead_letter(&f->dl[0], reason, f->cfg.topic_partials, 0, at);
+    assert_dead_letter(&f->dl[0], reason, f->env.cfg.topic_partials, 0, at);
     assert_int_equal(f->dl[0].key_len, strlen("poison"));
     assert_int_equal(f->dl[0].value_len, len); /* the original bytes */
     assert_memory_equal(f->dl[0].value, value, len);
@@ -302,7 +283,7 @@ static void overflowing_pair_in_one_window_is_dead_lettered(void **state)
     /* Both partials in one window: stage 2's windows close on wall-clock boundaries
      * (window.h), so two adjacent records of one fetch are split only when a boundary falls
      * between them, about one run in 5000 / (the ms between them) */
-    f->cfg.flush_ms = 5000;
+    f->env.cfg.flush_ms = 5000;
     char json[HC_PARTIAL_MAX_BYTES];
     snprintf(json, sizeof(json),
              "{\"post_id\":\"big\",\"delta\":%" PRId64 ",\"events\":%" PRId64
@@ -315,7 +296,7 @@ static void overflowing_pair_in_one_window_is_dead_lettered(void **state)
         f, 0, "big",
         "{\"post_id\":\"big\",\"delta\":6,\"events\":6,\"ts_min\":null,\"ts_max\":null}");
     produce(f, 0, "a", 1);
-    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
     wait_all_stored(f);
     produce(f, 1, "b", 1);
     wait_all_stored(f);
@@ -325,7 +306,7 @@ static void overflowing_pair_in_one_window_is_dead_lettered(void **state)
     assert_store_exact(f);
     read_dead_letters(f);
     assert_int_equal(f->ndl, 1);
-    assert_dead_letter(&f->dl[0], HC_PARTIAL_OVERFLOW, f->cfg.topic_partials, 0, at);
+    assert_dead_letter(&f->dl[0], HC_PARTIAL_OVERFLOW, f->env.cfg.topic_partials, 0, at);
     assert_invalid_metric(f, HC_PARTIAL_OVERFLOW, 1);
 }
 
@@ -339,17 +320,17 @@ static void overflowing_pair_in_one_window_is_dead_lettered(void **state)
 static void store_refusal_of_one_post_is_dead_lettered(void **state)
 {
     fixture_t *f = *state;
-    hc_fake_store_refuse_post(f->fake, "bad", 3);
+    hc_fake_store_refuse_post(f->env.fake, "bad", 3);
     produce(f, 0, "a", 3);
     int64_t at0 = f->produced[0];
-    hc_stage2_run_produce(f->producer, f->cfg.topic_partials, 0, "bad", 2);
+    hc_stage2_run_produce(f->env.producer, f->env.cfg.topic_partials, 0, "bad", 2);
     f->produced[0]++;
     produce(f, 1, "c", 5);
     int64_t at1 = f->produced[0];
-    hc_stage2_run_produce(f->producer, f->cfg.topic_partials, 0, "bad", -1);
+    hc_stage2_run_produce(f->env.producer, f->env.cfg.topic_partials, 0, "bad", -1);
     f->produced[0]++;
     produce(f, 0, "a", -1);
-    hc_stage2_run_start(&f->run, &f->cfg, "t", &f->metrics);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
     wait_all_stored(f);
     read_dead_letters(f); /* written before the batch that moved past them */
     assert_int_equal(f->ndl, 2);
@@ -359,8 +340,8 @@ static void store_refusal_of_one_post_is_dead_lettered(void **state)
     hc_stage2_run_destroy(&f->run);
 
     assert_store_exact(f);
-    assert_dead_letter(&f->dl[0], HC_PARTIAL_STORE_REFUSED, f->cfg.topic_partials, 0, at0);
-    assert_dead_letter(&f->dl[1], HC_PARTIAL_STORE_REFUSED, f->cfg.topic_partials, 0, at1);
+    assert_dead_letter(&f->dl[0], HC_PARTIAL_STORE_REFUSED, f->env.cfg.topic_partials, 0, at0);
+    assert_dead_letter(&f->dl[1], HC_PARTIAL_STORE_REFUSED, f->env.cfg.topic_partials, 0, at1);
     /* each dead letter holds its own partial: replayed, they sum to the refused delta */
     hc_partial_t pt;
     char errstr[256];
@@ -375,10 +356,10 @@ static void store_refusal_of_one_post_is_dead_lettered(void **state)
 
     /* Each refused batch (one, or two if the windows split the "bad" partials) is followed by
      * the same offsets without "bad", applied once; every batch holding "bad" was refused. */
-    size_t n = hc_fake_store_batch_count(f->fake);
+    size_t n = hc_fake_store_batch_count(f->env.fake);
     int refusals = 0;
     for (size_t b = 0; b < n; b++) {
-        const hc_fake_batch_t *refused = hc_fake_store_batch(f->fake, b);
+        const hc_fake_batch_t *refused = hc_fake_store_batch(f->env.fake, b);
         bool has_bad = false;
         for (size_t i = 0; i < refused->delta_count; i++) {
             has_bad |= refused->deltas[i].post_id_len == 3 &&
@@ -391,7 +372,7 @@ static void store_refusal_of_one_post_is_dead_lettered(void **state)
         refusals++;
         assert_false(refused->applied);
         assert_true(b + 1 < n);
-        const hc_fake_batch_t *landed = hc_fake_store_batch(f->fake, b + 1);
+        const hc_fake_batch_t *landed = hc_fake_store_batch(f->env.fake, b + 1);
         assert_int_equal(landed->returned, HC_OK);
         assert_true(landed->applied);
         assert_int_equal(landed->offset_count, refused->offset_count);
