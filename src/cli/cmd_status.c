@@ -32,6 +32,22 @@
  *   stageN_stalled                   input has waited longer than --max-age for a flush
  *   store_unreachable                the store could not be opened or read */
 
+/* Stage 1's committed offsets. A stage 1 holds its offsets in a transaction for the moment of
+ * its commit, and the broker then answers "unstable" for them: a few tries a short while apart
+ * before calling Kafka unreachable. */
+static hc_err_t committed_offsets(rd_kafka_t *rk, const char *group, const char *topic, int count,
+                                  int timeout_ms, int64_t *out, char *errstr, size_t errstr_size)
+{
+    hc_err_t err = HC_ERR_TRANSIENT;
+    for (int attempt = 0; attempt < 5 && err == HC_ERR_TRANSIENT; attempt++) {
+        if (attempt > 0) {
+            hc_sleep_ms(200);
+        }
+        err = hc_group_committed(rk, group, topic, count, timeout_ms, out, errstr, errstr_size);
+    }
+    return err;
+}
+
 static const hc_cli_opt_t status_opts[] = {
     {"json", 0, NULL, "print the report as one JSON object"},
     {"stage1", 0, "HOST:PORT", "stage 1's metrics endpoint (its metrics.listen)"},
@@ -336,8 +352,8 @@ static json_t *build_report(const hc_cli_t *cli, const status_opts_t *o)
     json_object_set_new(report, "kafka", json_pack("{s:b}", "reachable", 1));
     committed = calloc((size_t)nraw + 1, sizeof(*committed));
     json_t *s1;
-    if (committed && hc_group_committed(rk, cfg->group_stage1, cfg->topic_raw, nraw, o->timeout_ms,
-                                        committed, errstr, sizeof(errstr)) == HC_OK) {
+    if (committed && committed_offsets(rk, cfg->group_stage1, cfg->topic_raw, nraw, o->timeout_ms,
+                                       committed, errstr, sizeof(errstr)) == HC_OK) {
         s1 = stage_json(rk, "stage1", cfg->group_stage1, cfg->topic_raw, "kafka", committed, nraw,
                         rlow, rhigh, o, causes);
     } else {

@@ -1,5 +1,7 @@
 #include "hotcount/dlq_replay.h"
 
+#include "hotcount/clock.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,10 +194,6 @@ hc_err_t hc_dlq_replay(const hc_config_t *cfg, const hc_replay_opts_t *opts,
         err = HC_ERR_FATAL;
         goto free_arrays;
     }
-    if ((err = hc_group_committed(reader, opts->group, cfg->topic_dlq, r.count, META_TIMEOUT_MS,
-                                  done, errstr, errstr_size)) != HC_OK) {
-        goto free_arrays;
-    }
     if (!opts->dry_run) {
         hc_kafka_opts_t popts = {.transactional_id = opts->transactional_id};
         r.producer = hc_kafka_new(cfg, HC_KAFKA_ROLE_TXN_PRODUCER, &popts, errstr, errstr_size);
@@ -208,6 +206,21 @@ hc_err_t hc_dlq_replay(const hc_config_t *cfg, const hc_replay_opts_t *opts,
                                        errstr, errstr_size)) != HC_OK) {
             goto destroy_producer;
         }
+    }
+    /* The progress, read only now: until init_transactions has aborted a killed predecessor's
+     * open transaction, the offsets it holds are unstable (and the broker answers so). A few
+     * tries with back-off while the abort reaches the group's coordinator. */
+    const hc_timeouts_t *t = hc_timeouts_of(cfg, &scratch);
+    for (int attempt = 0;; attempt++) {
+        err = hc_group_committed(reader, opts->group, cfg->topic_dlq, r.count, META_TIMEOUT_MS,
+                                 done, errstr, errstr_size);
+        if (err != HC_ERR_TRANSIENT || attempt + 1 >= t->committed_read_attempts) {
+            break;
+        }
+        hc_sleep_ms(hc_timeouts_backoff_ms(t, attempt));
+    }
+    if (err != HC_OK) {
+        goto destroy_producer;
     }
     size_t nranges = 0;
     for (int p = 0; p < r.count; p++) {

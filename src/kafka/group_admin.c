@@ -237,8 +237,19 @@ hc_err_t hc_group_committed(rd_kafka_t *rk, const char *group, const char *topic
     const rd_kafka_topic_partition_list_t *got = rd_kafka_group_result_partitions(grs[0]);
     for (int i = 0; got && i < got->cnt; i++) {
         const rd_kafka_topic_partition_t *tp = &got->elems[i];
-        if (strcmp(tp->topic, topic) == 0 && tp->partition >= 0 && tp->partition < count &&
-            !tp->err && tp->offset >= 0) {
+        if (strcmp(tp->topic, topic) != 0 || tp->partition < 0 || tp->partition >= count) {
+            continue;
+        }
+        /* A partition's error is no "nothing committed": UNSTABLE_OFFSET_COMMIT, for one, says
+         * a transaction holding offsets of this group is still open. Taking it for no offset
+         * would start a reader over from the beginning. */
+        if (tp->err) {
+            hc_errstr_set(errstr, errstr_size, "offsets of %s on %s/%d: %s", group, topic,
+                          (int)tp->partition, rd_kafka_err2str(tp->err));
+            err = HC_ERR_TRANSIENT;
+            goto done;
+        }
+        if (tp->offset >= 0) {
             offsets_out[tp->partition] = tp->offset;
         }
     }
