@@ -400,7 +400,7 @@ int hc_cmd_dlq(int argc, char **argv)
         hc_dead_letters_read(rk, ctx.topic, hc_cli_has(&cli, "partition") ? (int32_t)partition : -1,
                              hc_cli_has(&cli, "offset") ? (int64_t)offset : -1, (int64_t)scan,
                              on_dead_letter, &ctx, &scanned, &partial, errstr, sizeof(errstr));
-    rd_kafka_destroy(rk);
+    hc_kafka_reader_destroy(rk);
     if (err != HC_OK && err != HC_ERR_FULL) {
         hc_cli_error(&cli, "%s", errstr);
         status = err == HC_ERR_INVALID ? HC_EXIT_USAGE : HC_EXIT_FAILED;

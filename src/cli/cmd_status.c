@@ -20,6 +20,7 @@
 #include "hotcount/hotkeys_scrape.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
+#include "hotcount/redact.h"
 #include "hotcount/store.h"
 #include "hotcount/topic_read.h"
 
@@ -268,6 +269,7 @@ static json_t *dlq_json(rd_kafka_t *rk, const hc_config_t *cfg, const status_opt
         json_pack("{s:s,s:I,s:b,s:o,s:I}", "topic", cfg->topic_dlq, "records", (json_int_t)scanned,
                   "partial", partial, "by_reason", c.by_reason, "replayed", (json_int_t)c.replayed);
     if (err != HC_OK) {
+        hc_redact_config_secrets(errstr, sizeof(errstr), cfg);
         json_object_set_new(obj, "error", json_string(errstr));
     }
     return obj;
@@ -297,6 +299,8 @@ static json_t *store_json(const hc_config_t *cfg, int count, int64_t *stored, bo
         json_object_set_new(obj, "open_ms", json_integer(t1 - t0));
         json_object_set_new(obj, "round_trip_ms", json_integer(t2 - t1));
     } else {
+        /* printed on stdout, past hc_cli_error's safety net: a store's error may quote its URI */
+        hc_redact_config_secrets(errstr, sizeof(errstr), cfg);
         json_object_set_new(obj, "error", json_string(errstr));
         add_cause(causes, NULL, "store_unreachable");
     }
@@ -335,6 +339,7 @@ static json_t *build_report(const hc_cli_t *cli, const status_opts_t *o)
     int64_t *committed = NULL, *stored = NULL;
     rd_kafka_t *rk = hc_kafka_new(cfg, HC_KAFKA_ROLE_READER, NULL, errstr, sizeof(errstr));
     if (!rk) {
+        hc_redact_config_secrets(errstr, sizeof(errstr), cfg);
         json_object_set_new(report, "kafka",
                             json_pack("{s:b,s:s}", "reachable", 0, "error", errstr));
         add_cause(causes, NULL, "kafka_unreachable");
@@ -359,6 +364,7 @@ static json_t *build_report(const hc_cli_t *cli, const status_opts_t *o)
     } else {
         s1 = stage_json(rk, "stage1", cfg->group_stage1, cfg->topic_raw, "kafka", NULL, nraw, rlow,
                         rhigh, o, causes);
+        hc_redact_config_secrets(errstr, sizeof(errstr), cfg);
         json_object_set_new(s1, "offsets_error", json_string(committed ? errstr : "no memory"));
         add_cause(causes, NULL, "kafka_unreachable");
     }
@@ -391,9 +397,7 @@ store:;
     free(phigh);
     free(committed);
     free(stored);
-    if (rk) {
-        rd_kafka_destroy(rk);
-    }
+    hc_kafka_reader_destroy(rk);
     return report;
 }
 

@@ -253,6 +253,6 @@ free_arrays:
     free(low);
     free(high);
 destroy_reader:
-    rd_kafka_destroy(reader);
+    hc_kafka_reader_destroy(reader);
     return err;
 }

@@ -561,3 +561,10 @@ hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size)
     hc_errstr_set(errstr, errstr_size, "%s: %s", rd_kafka_err2name(err), reason);
     return HC_ERR_FATAL;
 }
+
+void hc_kafka_reader_destroy(rd_kafka_t *rk)
+{
+    if (rk != NULL) {
+        rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    }
+}

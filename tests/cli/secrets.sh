@@ -125,6 +125,15 @@ run_for 5 stage2_store_down "$hc" stage2 -X brokers="$brokers" -X instance.id=se
     -X metrics.listen= -X "store=postgresql://hc:$pw@127.0.0.1:1/likes" -X "kafka.sasl.password=$pw"
 run_for 5 stage2_redis_down "$hc" stage2 -X brokers="$brokers" -X instance.id=sec4 \
     -X metrics.listen= -X log.format=json -X "store=redis://user:$pw@127.0.0.1:1/0"
+# status and dlq over a store that does not answer (their reports go to stdout)
+run status_store_down "$hc" status --json -t 1 -X brokers="$brokers" \
+    -X "store=redis://user:$pw@127.0.0.1:1/0" -X "kafka.sasl.password=$pw"
+expect status_store_down 1
+run status_pg_down "$hc" status -t 1 -X brokers="$brokers" \
+    -X "store=postgresql://hc:$pw@127.0.0.1:1/likes" -X "kafka.sasl.password=$pw"
+expect status_pg_down 1
+run dlq_list "$hc" dlq list -X brokers="$brokers" -X "store=redis://user:$pw@127.0.0.1:1/0" \
+    -X "kafka.sasl.password=$pw"
 # serve: over a store that does not answer, and over a SQLite store scraping both stages and
 # showing all it may expose (the stages' addresses and errors)
 run serve_unreachable "$hc" serve -X serve.listen=127.0.0.1:0 -X "store=redis://:$pw@127.0.0.1:1/0"

@@ -78,4 +78,9 @@ hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size);
  * message fetched until then. */
 bool hc_kafka_may_reassign(rd_kafka_t *rk);
 
+/* Destroys a HC_KAFKA_ROLE_READER client (NULL: nothing). A reader joins no group, so it skips
+ * the consumer close that rd_kafka_destroy would run: that close waits on the brokers (seen
+ * hanging past any bound against the mock cluster), and a command must end when it is done. */
+void hc_kafka_reader_destroy(rd_kafka_t *rk);
+
 #endif
