@@ -1560,6 +1560,22 @@ static hc_err_t read_totals(ddb_store_t *ds, const ddb_batch_t *b, int64_t *tota
 
 /* Steps 3 and 4 for the batch of marker m (m->in set: our own batch, else a roll-forward from
  * the staging table), starting at part `from`. */
+/* Where batch m stands now: *ours false when the marker is gone or names another batch (someone
+ * finished m, and its offsets moved with it); else *done, the parts applied so far. */
+static hc_err_t marker_progress(ddb_store_t *ds, const ddb_batch_t *m, bool *ours, int64_t *done,
+                                char *errstr, size_t errstr_size)
+{
+    marker_t now;
+    hc_err_t err = marker_read(ds, m, &now, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    *ours = now.present && strcmp(now.id, m->id) == 0;
+    *done = now.done;
+    marker_fini(&now);
+    return HC_OK;
+}
+
 static hc_err_t run_parts(ddb_store_t *ds, ddb_batch_t *m, int64_t from, step_t *step, char *errstr,
                           size_t errstr_size)
 {
@@ -1581,19 +1597,15 @@ static hc_err_t run_parts(ddb_store_t *ds, ddb_batch_t *m, int64_t from, step_t 
             }
             if (!found) {
                 /* Consumed by a part that landed meanwhile, or the batch is finished. */
-                marker_t now;
                 int64_t done;
-                err = marker_read(ds, m, &now, errstr, errstr_size);
-                done = now.done;
-                if (err != HC_OK) {
+                bool ours;
+                if ((err = marker_progress(ds, m, &ours, &done, errstr, errstr_size)) != HC_OK) {
                     return err;
                 }
-                if (!now.present || strcmp(now.id, m->id) != 0) {
-                    marker_fini(&now);
+                if (!ours) {
                     *step = STEP_FINISHED_OTHER;
                     return HC_OK;
                 }
-                marker_fini(&now);
                 if ((size_t)done == j) {
                     hc_errstr_set(errstr, errstr_size,
                                   "dynamodb store: staged part %zu of batch %s is missing "
@@ -1634,19 +1646,15 @@ static hc_err_t run_parts(ddb_store_t *ds, ddb_batch_t *m, int64_t from, step_t 
         json_decref(rep.body);
         /* The marker's condition failed: re-read where the batch is. */
         {
-            marker_t now;
             int64_t done;
-            err = marker_read(ds, m, &now, errstr, errstr_size);
-            done = now.done;
-            if (err != HC_OK) {
+            bool ours;
+            if ((err = marker_progress(ds, m, &ours, &done, errstr, errstr_size)) != HC_OK) {
                 return err;
             }
-            if (!now.present || strcmp(now.id, m->id) != 0) {
-                marker_fini(&now);
+            if (!ours) {
                 *step = STEP_FINISHED_OTHER;
                 return HC_OK;
             }
-            marker_fini(&now);
             if ((size_t)done <= j) {
                 hc_errstr_set(errstr, errstr_size,
                               "dynamodb store: part %zu of batch %s refused, marker at %lld", j,
