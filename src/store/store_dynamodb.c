@@ -41,7 +41,10 @@
  * Errors: connection failures, timeouts, 5xx, throttling (ProvisionedThroughputExceeded,
  * Throttling, RequestLimitExceeded) and transaction conflicts are retried here with capped
  * exponential back-off and full jitter, then HC_ERR_TRANSIENT. A missing table is HC_ERR_FATAL
- * ("run hotcount init"); other 4xx are HC_ERR_FATAL with DynamoDB's error type and message. */
+ * ("run hotcount init"); other 4xx are HC_ERR_FATAL with DynamoDB's error type and message. A
+ * delta that would take a count past int64 (DynamoDB's numbers would hold it) is HC_ERR_RECORD
+ * naming the post: each count update is conditional on staying inside int64, and a split batch
+ * checks its counts before it begins (docs/DYNAMODB.md, "Counts past int64"). */
 #include "store_dynamodb.h"
 #include "store_impl.h"
 
@@ -109,6 +112,8 @@ typedef struct ddb_store {
     size_t resp_len;
     size_t resp_cap;
     const hc_ddb_test_hooks_t *hooks; /* borrowed, NULL in the product */
+    hc_ddb_usage_t usage;
+    size_t marker_bytes; /* the size of the marker this handle last wrote or read */
 } ddb_store_t;
 
 /* What a request came back with, beyond HC_OK. */
@@ -298,6 +303,265 @@ static void backoff(int attempt)
     hc_sleep_ms((int64_t)(rand64() % (uint64_t)(cap + 1)));
 }
 
+/* ---- cost: capacity units by DynamoDB's published rules (docs/DYNAMODB.md, "Cost") ----
+ *
+ * An item's size is the sum of its attribute names' and values' sizes: a string its UTF-8
+ * bytes, a number 1 byte per two significant digits plus 1, a list or map 3 bytes plus its
+ * elements plus 1 byte each. A write costs 1 unit per KB of the item (the larger of before and
+ * after), rounded up, 2 in a transaction (a ConditionCheck priced as such a write: the docs say
+ * less, see docs/DYNAMODB.md); a strongly consistent read 1 unit per 4 KB. */
+
+static size_t n_text_bytes(const char *s)
+{
+    size_t digits = 0;
+    size_t zeros = 0; /* trailing zeros seen so far, dropped unless a digit follows */
+    bool lead = true;
+
+    for (; s != NULL && *s != '\0'; s++) {
+        if (*s < '0' || *s > '9') {
+            continue;
+        }
+        if (*s == '0') {
+            if (!lead) {
+                zeros++;
+            }
+            continue;
+        }
+        lead = false;
+        digits += zeros + 1;
+        zeros = 0;
+    }
+    return (digits + 1) / 2 + 1;
+}
+
+static size_t av_bytes(const json_t *v)
+{
+    const char *type;
+    json_t *inner;
+    size_t n = 0;
+
+    json_object_foreach((json_t *)v, type, inner)
+    {
+        if (strcmp(type, "S") == 0) {
+            n += json_string_length(inner);
+        } else if (strcmp(type, "N") == 0) {
+            n += n_text_bytes(json_string_value(inner));
+        } else if (strcmp(type, "L") == 0) {
+            const json_t *e;
+            size_t i;
+            n += 3;
+            json_array_foreach(inner, i, e)
+            {
+                n += av_bytes(e) + 1;
+            }
+        } else if (strcmp(type, "M") == 0) {
+            const char *k;
+            json_t *e;
+            n += 3;
+            json_object_foreach(inner, k, e)
+            {
+                n += strlen(k) + av_bytes(e) + 1;
+            }
+        } else {
+            n += 1; /* BOOL, NULL; hotcount writes no binary */
+        }
+    }
+    return n;
+}
+
+static size_t item_bytes(const json_t *item)
+{
+    const char *name;
+    json_t *v;
+    size_t n = 0;
+
+    json_object_foreach((json_t *)item, name, v)
+    {
+        n += strlen(name) + av_bytes(v);
+    }
+    return n;
+}
+
+/* Units of an item of `bytes` per `unit` bytes, rounded up; at least 1. */
+static double units_of(size_t bytes, size_t unit)
+{
+    return bytes == 0 ? 1.0 : (double)((bytes + unit - 1) / unit);
+}
+
+/* Bounds of what an update leaves beside the key: a count's likes (an int64: 19 digits) and
+ * updated_at (ms since the epoch: 13 digits); an offset's next_offset. */
+#define COUNT_REST_BYTES (5 + 11 + 10 + 8)
+#define OFFSET_REST_BYTES (11 + 11)
+
+/* The size of the item a transaction's action writes or checks, by the layout. A part's staged
+ * item holds exactly the ids and deltas of that transaction's count updates. */
+static size_t action_bytes(const ddb_store_t *ds, const char *kind, const json_t *a,
+                           size_t staged_bytes)
+{
+    const char *table = json_string_value(json_object_get(a, "TableName"));
+    const json_t *key = json_object_get(a, "Key");
+    const char *k;
+
+    if (strcmp(kind, "Put") == 0) {
+        return item_bytes(json_object_get(a, "Item"));
+    }
+    if (table == NULL) {
+        return 0;
+    }
+    if (strcmp(table, ds->t_counts) == 0) {
+        return item_bytes(key) + COUNT_REST_BYTES;
+    }
+    if (strcmp(table, ds->t_staging) == 0) {
+        return staged_bytes;
+    }
+    k = av_get_s(key, "key", NULL);
+    if (k != NULL && strlen(k) > 6 && strcmp(k + strlen(k) - 6, "#batch") == 0) {
+        /* the marker: a ConditionCheck that it is absent finds no item (the minimum) */
+        return strcmp(kind, "ConditionCheck") == 0 ? 0 : ds->marker_bytes;
+    }
+    return item_bytes(key) + OFFSET_REST_BYTES;
+}
+
+/* Which table's tally an action's units go to. */
+static double *tally_of(ddb_store_t *ds, const json_t *a)
+{
+    const char *table = json_string_value(json_object_get(a, "TableName"));
+
+    if (table != NULL && strcmp(table, ds->t_counts) == 0) {
+        return &ds->usage.write_units_counts;
+    }
+    if (table != NULL && strcmp(table, ds->t_staging) == 0) {
+        return &ds->usage.write_units_staging;
+    }
+    return &ds->usage.write_units_offsets;
+}
+
+static void account_transaction(ddb_store_t *ds, const json_t *req, bool committed)
+{
+    const json_t *acts = json_object_get(req, "TransactItems");
+    const json_t *e;
+    size_t staged = 0;
+    size_t i;
+
+    /* A part's staged item: its batch and part (the Delete's key), the ids and the deltas of
+     * the count updates, expires_at. */
+    json_array_foreach(acts, i, e)
+    {
+        const json_t *a = json_object_get(e, "Update");
+        const json_t *d = json_object_get(e, "Delete");
+        const char *t = json_string_value(json_object_get(a != NULL ? a : d, "TableName"));
+        if (a != NULL && t != NULL && strcmp(t, ds->t_counts) == 0) {
+            staged +=
+                av_bytes(json_object_get(json_object_get(a, "Key"), "post_id")) + 1 +
+                av_bytes(json_object_get(json_object_get(a, "ExpressionAttributeValues"), ":d")) +
+                1;
+        } else if (d != NULL && t != NULL && strcmp(t, ds->t_staging) == 0) {
+            staged += item_bytes(json_object_get(d, "Key")) + 3 + 3 + 6 + 3 + 10 + 6;
+        }
+    }
+    json_array_foreach(acts, i, e)
+    {
+        const char *kind;
+        json_t *a;
+        json_object_foreach((json_t *)e, kind, a)
+        {
+            double u = 2.0 * units_of(action_bytes(ds, kind, a, staged), 1024);
+            if (!committed) {
+                ds->usage.write_units_cancelled += u;
+                continue;
+            }
+            *tally_of(ds, a) += u;
+            ds->usage.write_units += u;
+            if (strcmp(kind, "Put") == 0 &&
+                strcmp(json_string_value(json_object_get(a, "TableName")), ds->t_offsets) == 0) {
+                ds->marker_bytes = item_bytes(json_object_get(a, "Item"));
+            }
+        }
+    }
+    if (committed) {
+        ds->usage.transactions++;
+    } else {
+        ds->usage.cancelled++;
+    }
+}
+
+/* What an answered request cost (the rules above) and what the server said it cost. */
+static void account(ddb_store_t *ds, const char *op, const json_t *req, const json_t *body, bool ok)
+{
+    const json_t *cc = json_object_get(body, "ConsumedCapacity");
+    const json_t *e;
+    size_t i;
+
+    bool writes = strcmp(op, "TransactWriteItems") == 0 || strcmp(op, "BatchWriteItem") == 0;
+    uint64_t *replies =
+        writes ? &ds->usage.reported_write_replies : &ds->usage.reported_read_replies;
+    double *units = writes ? &ds->usage.reported_write_units : &ds->usage.reported_read_units;
+
+    ds->usage.requests++;
+    ds->usage.write_requests += writes;
+    if (json_is_object(cc) && json_object_get(cc, "CapacityUnits") != NULL) {
+        (*replies)++;
+        *units += json_number_value(json_object_get(cc, "CapacityUnits"));
+    } else if (json_is_array(cc) && json_array_size(cc) > 0) {
+        (*replies)++;
+        json_array_foreach(cc, i, e)
+        {
+            *units += json_number_value(json_object_get(e, "CapacityUnits"));
+        }
+    }
+    if (strcmp(op, "TransactWriteItems") == 0) {
+        account_transaction(ds, req, ok);
+    } else if (!ok) {
+        return;
+    } else if (strcmp(op, "BatchWriteItem") == 0) {
+        const json_t *puts = json_object_get(json_object_get(req, "RequestItems"), ds->t_staging);
+        const json_t *left =
+            json_object_get(json_object_get(body, "UnprocessedItems"), ds->t_staging);
+        double u = 0;
+        json_array_foreach(puts, i, e)
+        {
+            u += units_of(item_bytes(json_object_get(json_object_get(e, "PutRequest"), "Item")),
+                          1024);
+        }
+        /* unprocessed puts are sent (and charged) again */
+        json_array_foreach(left, i, e)
+        {
+            u -= units_of(item_bytes(json_object_get(json_object_get(e, "PutRequest"), "Item")),
+                          1024);
+        }
+        ds->usage.write_units += u;
+        ds->usage.write_units_staging += u;
+    } else if (strcmp(op, "GetItem") == 0) {
+        const json_t *item = json_object_get(body, "Item");
+        ds->usage.read_units += units_of(item_bytes(item), 4096);
+        if (json_object_get(item, "batch_id") != NULL) {
+            ds->marker_bytes = item_bytes(item);
+        }
+    } else if (strcmp(op, "BatchGetItem") == 0) {
+        const char *table;
+        json_t *ask;
+        json_object_foreach(json_object_get((json_t *)req, "RequestItems"), table, ask)
+        {
+            /* each key at least one unit, found or not; our items are all under 4 KB */
+            ds->usage.read_units += (double)json_array_size(json_object_get(ask, "Keys"));
+            ds->usage.read_units -= (double)json_array_size(json_object_get(
+                json_object_get(json_object_get(body, "UnprocessedKeys"), table), "Keys"));
+        }
+    } else if (strcmp(op, "Scan") == 0) {
+        size_t bytes = 0;
+        json_array_foreach(json_object_get(body, "Items"), i, e)
+        {
+            bytes += item_bytes(e);
+        }
+        ds->usage.read_units += units_of(bytes, 4096);
+    }
+}
+
+void hc_store_dynamodb_usage(hc_store_t *st, hc_ddb_usage_t *out)
+{
+    *out = ddb_store(st)->usage;
+}
+
 /* Sends one DynamoDB request (op, body req), retrying what may succeed later. HC_OK: 2xx, reply
  * parsed into rep->body. HC_ERR_FATAL with rep->type set: DynamoDB refused it (the caller may
  * recognise the type, e.g. a cancelled transaction or a missing table); rep->body holds the
@@ -320,6 +584,9 @@ static hc_err_t ddb_call(ddb_store_t *ds, const char *op, json_t *req, ddb_reply
     int attempt;
 
     memset(rep, 0, sizeof(*rep));
+    if (strncmp(op, "Batch", 5) == 0 || strcmp(op, "GetItem") == 0 || strcmp(op, "Scan") == 0) {
+        json_object_set_new(req, "ReturnConsumedCapacity", json_string("TOTAL"));
+    }
     payload = json_dumps(req, JSON_COMPACT);
     if (payload == NULL) {
         hc_errstr_set(errstr, errstr_size, "dynamodb %s: cannot encode the request", op);
@@ -379,6 +646,7 @@ static hc_err_t ddb_call(ddb_store_t *ds, const char *op, json_t *req, ddb_reply
                 continue;
             }
             err = HC_OK;
+            account(ds, op, req, rep->body, true);
             break;
         }
         type = json_string_value(json_object_get(rep->body, "__type"));
@@ -399,6 +667,7 @@ static hc_err_t ddb_call(ddb_store_t *ds, const char *op, json_t *req, ddb_reply
             continue;
         }
         rep->reasons_valid = json_is_array(json_object_get(rep->body, "CancellationReasons")) != 0;
+        account(ds, op, req, rep->body, false);
         err = HC_ERR_FATAL;
         if (strcmp(rep->type, "ResourceNotFoundException") == 0) {
             hc_errstr_set(errstr, errstr_size,
@@ -1026,10 +1295,16 @@ static hc_err_t batch_init(ddb_store_t *ds, ddb_batch_t *b, const hc_store_batch
          * than build a transaction short of a delta. */
         json_t *probe = json_stringn(in->deltas[i].post_id, in->deltas[i].post_id_len);
         if (probe == NULL) {
+            /* A record: the id came from likes.partials, and no DynamoDB string holds it. */
             batch_fini(b);
             hc_errstr_set(errstr, errstr_size,
-                          "dynamodb store: delta %zu: post_id is not valid UTF-8", i);
-            return HC_ERR_INVALID;
+                          "dynamodb store: delta %zu: post_id is not valid UTF-8; nothing was "
+                          "written",
+                          i);
+            if (in->refused_out != NULL) {
+                *in->refused_out = i;
+            }
+            return HC_ERR_RECORD;
         }
         json_decref(probe);
         b->order[i] = i;
@@ -1087,13 +1362,21 @@ static json_t *marker_item_key(const ddb_batch_t *b)
                      av_s(b->marker_key, strlen(b->marker_key)));
 }
 
+/* A count's ADD. DynamoDB numbers hold 38 digits, so nothing on the server stops a count from
+ * leaving int64 (and then no reader of ours could parse it): without `old`, the update is
+ * conditional on the count staying inside int64 (likes <= INT64_MAX - delta for a positive
+ * delta, >= INT64_MIN - delta for a negative one; an absent count is 0, and any delta fits).
+ * With `old` (the count read just before), it is conditional on being exactly that, and the
+ * caller has checked old + delta itself. A failed condition returns the item (ALL_OLD), which
+ * names the post in the cancellation reasons. */
 static json_t *count_update(const ddb_store_t *ds, const char *post_id, size_t len, int64_t delta,
                             int64_t now_ms, const int64_t *old)
 {
-    json_t *u =
-        json_pack("{s:s, s:{s:o}, s:s, s:{s:o, s:o}}", "TableName", ds->t_counts, "Key", "post_id",
-                  av_s(post_id, len), "UpdateExpression", "ADD likes :d SET updated_at = :t",
-                  "ExpressionAttributeValues", ":d", av_n(delta), ":t", av_n(now_ms));
+    json_t *u = json_pack("{s:s, s:{s:o}, s:s, s:{s:o, s:o}, s:s}", "TableName", ds->t_counts,
+                          "Key", "post_id", av_s(post_id, len), "UpdateExpression",
+                          "ADD likes :d SET updated_at = :t", "ExpressionAttributeValues", ":d",
+                          av_n(delta), ":t", av_n(now_ms), "ReturnValuesOnConditionCheckFailure",
+                          "ALL_OLD");
 
     if (old != NULL && u != NULL) {
         /* The count is what we read: the total we report is then exact. */
@@ -1104,8 +1387,41 @@ static json_t *count_update(const ddb_store_t *ds, const char *post_id, size_t l
             json_object_set_new(u, "ConditionExpression", json_string("likes = :o"));
         }
         json_object_set_new(json_object_get(u, "ExpressionAttributeValues"), ":o", av_n(*old));
+    } else if (u != NULL && delta != 0) {
+        json_object_set_new(u, "ConditionExpression",
+                            json_string(delta > 0 ? "attribute_not_exists(likes) OR likes <= :m"
+                                                  : "attribute_not_exists(likes) OR likes >= :m"));
+        json_object_set_new(json_object_get(u, "ExpressionAttributeValues"), ":m",
+                            av_n(delta > 0 ? INT64_MAX - delta : INT64_MIN - delta));
     }
     return json_pack("{s:o}", "Update", u);
+}
+
+/* old + delta leaves int64. */
+static bool count_overflows(int64_t old, int64_t delta)
+{
+    int64_t sum;
+
+    return __builtin_add_overflow(old, delta, &sum);
+}
+
+/* The refusal of deltas[i] (HC_ERR_RECORD): its post named, the caller's refused_out set. likes:
+ * the stored count as DynamoDB gave it, or NULL when it gave none. */
+static hc_err_t refuse_delta(const hc_store_batch_t *in, size_t i, const char *likes, char *errstr,
+                             size_t errstr_size)
+{
+    const hc_store_delta_t *d = &in->deltas[i];
+
+    hc_errstr_set(errstr, errstr_size,
+                  "dynamodb store: delta %zu (%lld) would take the count of post \"%.*s\" (%.40s) "
+                  "past int64; nothing was written",
+                  i, (long long)d->delta, d->post_id_len > 200 ? 200 : (int)d->post_id_len,
+                  d->post_id, likes != NULL ? likes : "not a number");
+    if (in->refused_out != NULL) {
+        *in->refused_out = i;
+    }
+    /* One post's count is refused, the store is fine: the caller sets that post aside. */
+    return HC_ERR_RECORD;
 }
 
 /* The offset of one partition moved from expected to next, on condition. */
@@ -1172,6 +1488,19 @@ static bool action_failed(const ddb_reply_t *rep, size_t i)
         json_array_get(json_object_get(rep->body, "CancellationReasons"), i), "Code"));
 
     return code != NULL && strcmp(code, "ConditionalCheckFailed") == 0;
+}
+
+/* The item that reason i of a cancelled transaction returned (ALL_OLD), or NULL. */
+static const json_t *reason_item(const ddb_reply_t *rep, size_t i)
+{
+    return json_object_get(json_array_get(json_object_get(rep->body, "CancellationReasons"), i),
+                           "Item");
+}
+
+/* The count (an N's text) in such an item, or NULL. */
+static const char *item_likes(const json_t *item)
+{
+    return json_string_value(json_object_get(json_object_get(item, "likes"), "N"));
 }
 
 static bool is_cancelled(hc_err_t err, const ddb_reply_t *rep)
@@ -1643,6 +1972,31 @@ static hc_err_t run_parts(ddb_store_t *ds, ddb_batch_t *m, int64_t from, step_t 
             json_decref(rep.body);
             return err;
         }
+        {
+            /* A count's overflow condition failed while the marker's held: the count moved
+             * outside the protocol since the batch's check (refuse_overflow). The part changed
+             * nothing, the batch is begun and cannot be taken back (parts before j landed): stop
+             * here, marker at j, offsets unmoved, until someone repairs that count (see
+             * docs/DYNAMODB.md); every apply on the group then finishes the batch. */
+            size_t n = want - 2; /* the count updates come first */
+            long k = failed_action(&rep);
+            if (k >= 0 && (size_t)k < n && !action_failed(&rep, n)) {
+                const json_t *item = reason_item(&rep, (size_t)k);
+                size_t len = 0;
+                const char *id = av_get_s(item, "post_id", &len);
+                const char *likes = item_likes(item);
+                hc_errstr_set(errstr, errstr_size,
+                              "dynamodb store: part %zu of batch %s cannot land: the count of "
+                              "post \"%.*s\" (%.40s) would leave int64; it was written outside "
+                              "this group's batches after the batch's check. The batch stays in "
+                              "flight (marker at part %zu, offsets unmoved) until that count is "
+                              "repaired (docs/DYNAMODB.md)",
+                              j, m->id, id != NULL ? (len > 200 ? 200 : (int)len) : 1,
+                              id != NULL ? id : "?", likes != NULL ? likes : "not a number", j);
+                json_decref(rep.body);
+                return HC_ERR_FATAL;
+            }
+        }
         json_decref(rep.body);
         /* The marker's condition failed: re-read where the batch is. */
         {
@@ -1868,6 +2222,15 @@ static hc_err_t apply_single(ddb_store_t *ds, const ddb_batch_t *b, bool *retry,
         if (err != HC_OK) {
             return err;
         }
+        for (i = 0; i < in->delta_count; i++) {
+            /* Each update holds only if its count is still `old`: then old + delta is what it
+             * would become. */
+            if (count_overflows(old[i], in->deltas[i].delta)) {
+                char likes[24];
+                snprintf(likes, sizeof(likes), "%lld", (long long)old[i]);
+                return refuse_delta(in, i, likes, errstr, errstr_size);
+            }
+        }
     }
     acts = json_array();
     for (i = 0; i < b->offset_count; i++) {
@@ -1900,7 +2263,52 @@ static hc_err_t apply_single(ddb_store_t *ds, const ddb_batch_t *b, bool *retry,
         json_decref(rep.body);
         return err;
     }
+    if (old == NULL) {
+        /* The actions: the offsets, the marker check (with offsets), then the counts in sorted
+         * order. A count's condition (without `old`) fails only when the sum would leave int64.
+         * The first failed action decides: a stale offset is a conflict before anything. */
+        size_t base = b->offset_count + (b->offset_count > 0);
+        long k = failed_action(&rep);
+        if (k >= 0 && (size_t)k >= base && (size_t)k < base + in->delta_count) {
+            err = refuse_delta(in, b->order[(size_t)k - base],
+                               item_likes(reason_item(&rep, (size_t)k)), errstr, errstr_size);
+            json_decref(rep.body);
+            return err;
+        }
+    }
     return cancelled_outcome(b, &rep, retry, errstr, errstr_size);
+}
+
+/* Before a split batch writes anything: a post whose count (read strongly consistent now)
+ * would leave int64 refuses the batch (HC_ERR_RECORD), since once begun the batch must finish.
+ * Between this read and the parts no other batch of the group changes these counts and lets
+ * this one begin (a post's partials are one partition's, whose offset every such batch moves,
+ * and the marker holds the group from the begin), so the parts' own overflow conditions then
+ * hold; run_parts says what happens if something outside the protocol writes a count
+ * meanwhile. */
+static hc_err_t refuse_overflow(ddb_store_t *ds, const ddb_batch_t *b, char *errstr,
+                                size_t errstr_size)
+{
+    const hc_store_batch_t *in = b->in;
+    int64_t *now = malloc((in->delta_count + 1) * sizeof(*now));
+    hc_err_t err;
+    size_t i;
+
+    if (now == NULL) {
+        hc_errstr_set(errstr, errstr_size, "dynamodb store: out of memory");
+        return HC_ERR_FATAL;
+    }
+    err = read_totals(ds, b, now, errstr, errstr_size);
+    for (i = 0; err == HC_OK && i < in->delta_count; i++) {
+        size_t k = b->order[i]; /* the first in part order */
+        if (count_overflows(now[k], in->deltas[k].delta)) {
+            char likes[24];
+            snprintf(likes, sizeof(likes), "%lld", (long long)now[k]);
+            err = refuse_delta(in, k, likes, errstr, errstr_size);
+        }
+    }
+    free(now);
+    return err;
 }
 
 static hc_err_t ddb_apply(hc_store_t *st, const hc_store_batch_t *in, char *errstr,
@@ -1987,6 +2395,10 @@ static hc_err_t ddb_apply(hc_store_t *st, const hc_store_batch_t *in, char *errs
                     goto out;
                 }
             }
+        }
+        err = refuse_overflow(ds, &b, errstr, errstr_size);
+        if (err != HC_OK) {
+            goto out;
         }
         err = stage_parts(ds, &b, errstr, errstr_size);
         if (err != HC_OK) {

@@ -384,6 +384,132 @@ static void split_batch_moves_every_partition(void **state)
     hc_store_close(st);
 }
 
+/* Sets post i's count outside the group's protocol: a batch without offsets, group or topic (its
+ * own marker, "#none"), as another writer of the table would. */
+static void write_outside(fixture_t *fx, hc_store_t *st, int i, int64_t delta)
+{
+    hc_store_delta_t d = {fx->ids[i], strlen(fx->ids[i]), delta};
+    hc_store_batch_t b = {.deltas = &d, .delta_count = 1, .now_ms = 1700000000000LL};
+    hc_err_t err = hc_store_apply(st, &b, fx->errstr, sizeof(fx->errstr));
+
+    if (err != HC_OK) {
+        fail_msg("write outside: %s: %s", hc_err_name(err), fx->errstr);
+    }
+}
+
+static int64_t likes_of(fixture_t *fx, hc_store_t *st, int i)
+{
+    const char *id = fx->ids[i];
+    size_t len = strlen(id);
+    int64_t likes = -1;
+
+    assert_int_equal(hc_store_get(st, &id, &len, 1, &likes, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    return likes;
+}
+
+/* A split batch with one post whose count would leave int64 is refused whole before anything
+ * is written (HC_ERR_RECORD naming that post, no marker, no part landed, the offset unmoved),
+ * the same on a retry; without that post the batch applies. Post 7 is in part 2 of 4.
+ * Mutant caught: refuse_overflow not called (the batch begins, parts 0 and 1 land, part 2 is
+ * refused by its condition: HC_ERR_FATAL, not HC_ERR_RECORD). */
+static void split_batch_overflow_is_refused_whole(void **state)
+{
+    fixture_t *fx = *state;
+    hc_store_t *st = open_store(fx);
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART};
+    hc_store_delta_t rest[NPOSTS - 1];
+    size_t refused;
+    int64_t offset;
+    int64_t done;
+    int i;
+
+    write_outside(fx, st, 7, INT64_MAX - 3); /* its delta is 8 */
+    hc_store_dynamodb_set_test_hooks(st, &hooks);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        refused = 99;
+        fx->b.refused_out = &refused;
+        assert_int_equal(hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)), HC_ERR_RECORD);
+        assert_int_equal(refused, 7);
+        assert_non_null(strstr(fx->errstr, fx->ids[7]));
+        for (i = 0; i < NPOSTS; i++) {
+            assert_int_equal(likes_of(fx, st, i), i == 7 ? INT64_MAX - 3 : 0);
+        }
+        peek(fx, st, &offset, &done);
+        assert_true(offset == HC_OFFSET_NONE);
+        assert_int_equal(done, -1);
+    }
+    for (i = 0; i < NPOSTS - 1; i++) {
+        rest[i] = fx->d[i < 7 ? i : i + 1];
+    }
+    fx->b.deltas = rest;
+    fx->b.delta_count = NPOSTS - 1;
+    fx->b.refused_out = NULL;
+    if (hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)) != HC_OK) {
+        fail_msg("apply: %s", fx->errstr);
+    }
+    for (i = 0; i < NPOSTS; i++) {
+        assert_int_equal(likes_of(fx, st, i), i == 7 ? INT64_MAX - 3 : i + 1);
+    }
+    peek(fx, st, &offset, &done);
+    assert_int_equal(offset, 10);
+    hc_store_close(st);
+}
+
+/* The count of post 7 is pushed near INT64_MAX by another writer after the batch's check, just
+ * before part 2: the part is refused whole by its condition, the apply is HC_ERR_FATAL naming
+ * the post, and the batch stays in flight (marker at 2, parts 0 and 1 landed, offset unmoved).
+ * Once the count is repaired, the next apply finishes the batch: each delta counted once.
+ * Mutant caught: the parts' count updates without the range condition (HC_OK with post 7 at
+ * 2^63 + 4, which no reader parses). */
+typedef struct outside_ctx {
+    fixture_t *fx;
+    hc_store_t *other;
+    bool fired;
+} outside_ctx_t;
+
+static void push_post_7(void *opaque, size_t part)
+{
+    outside_ctx_t *o = opaque;
+
+    if (part == 2 && !o->fired) {
+        o->fired = true;
+        write_outside(o->fx, o->other, 7, INT64_MAX - 3);
+    }
+}
+
+static void overflow_after_begin_stops_the_batch(void **state)
+{
+    fixture_t *fx = *state;
+    hc_store_t *st = open_store(fx);
+    outside_ctx_t o = {.fx = fx, .other = open_store(fx)};
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART, .before_part = push_post_7, .opaque = &o};
+    int64_t offset;
+    int64_t done;
+    int i;
+
+    hc_store_dynamodb_set_test_hooks(st, &hooks);
+    assert_int_equal(hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)), HC_ERR_FATAL);
+    assert_true(o.fired);
+    assert_non_null(strstr(fx->errstr, fx->ids[7]));
+    for (i = 0; i < NPOSTS; i++) {
+        assert_int_equal(likes_of(fx, st, i), i == 7 ? INT64_MAX - 3 : i < 2 * PART ? i + 1 : 0);
+    }
+    peek(fx, st, &offset, &done);
+    assert_true(offset == HC_OFFSET_NONE);
+    assert_int_equal(done, 2);
+
+    write_outside(fx, o.other, 7, -(INT64_MAX - 3)); /* the repair */
+    if (hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)) != HC_OK) {
+        fail_msg("apply: %s", fx->errstr);
+    }
+    assert_counts(fx, st, 1);
+    peek(fx, st, &offset, &done);
+    assert_int_equal(offset, 10);
+    assert_int_equal(done, -1);
+    hc_store_close(st);
+    hc_store_close(o.other);
+}
+
 /* Credentials never appear in a message: neither in an unknown-parameter refusal nor in the
  * error of a server that does not answer. */
 static void errors_never_show_credentials(void **state)
@@ -436,6 +562,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(resent_part_counts_once, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_split_batch_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(split_batch_moves_every_partition, setup, teardown),
+        cmocka_unit_test_setup_teardown(split_batch_overflow_is_refused_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(overflow_after_begin_stops_the_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(errors_never_show_credentials, setup, teardown),
     };
     struct timespec now;
