@@ -281,6 +281,8 @@ void hc_redact_config_secrets(char *text, size_t text_size, const struct hc_conf
             hc_redact_secret_in(text, text_size, secret);
         }
     }
+    /* read from store.password.file (hotcount/secret_file.h) */
+    hc_redact_secret_in(text, text_size, cfg->store_password);
     for (size_t i = 0; i < cfg->kafka_prop_count; i++) {
         if (hc_redact_is_secret_key(cfg->kafka_props[i].name)) {
             hc_redact_secret_in(text, text_size, cfg->kafka_props[i].value);

@@ -858,16 +858,22 @@ static hc_err_t pgsql_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
                            size_t errstr_size)
 {
     /* libpq applies these in order and an expanded dbname (the URI) overwrites what came
-     * before it: the keys before "dbname" are defaults the URI may override, the one after it
-     * always wins. */
+     * before it: the keys before "dbname" are defaults the URI may override, those after it
+     * always win. The password from store.password.file comes last (libpq ignores an empty
+     * value, so without the key the URI's, PGPASSWORD or ~/.pgpass apply); the configuration
+     * refuses a password in both. TLS is the URI's: sslmode=verify-full&sslrootcert=FILE
+     * (libpq's own checks: the chain and the host name). */
     static const char *const keys[] = {
-        "connect_timeout", "fallback_application_name", "dbname", "client_encoding", NULL,
+        "connect_timeout", "fallback_application_name",
+        "dbname",          "client_encoding",
+        "password",        NULL,
     };
     hc_timeouts_t scratch;
     const hc_timeouts_t *t = hc_timeouts_of(cfg, &scratch);
     char connect_s[24]; /* libpq counts whole seconds: rounded up */
     snprintf(connect_s, sizeof(connect_s), "%" PRId64, (t->store_connect_ms + 999) / 1000);
-    const char *values[] = {connect_s, "hotcount", cfg->store, "UTF8", NULL};
+    const char *password = cfg->store_password != NULL ? cfg->store_password : "";
+    const char *values[] = {connect_s, "hotcount", cfg->store, "UTF8", password, NULL};
     pgsql_store_t *pst;
     char msg[MSG_MAX];
     hc_err_t err;
@@ -1660,6 +1666,32 @@ static hc_err_t pgsql_apply(hc_store_t *st, const hc_store_batch_t *batch, char 
     return err;
 }
 
+/* The server's start time (pg_postmaster_start_time(), which any role may read): new at every
+ * restart, other on another server after a failover. */
+static hc_err_t pgsql_identity(hc_store_t *st, char *id_out, size_t id_size, char *errstr,
+                               size_t errstr_size)
+{
+    pgsql_store_t *pst = pgsql_store(st);
+    PGresult *res;
+    hc_err_t err;
+
+    err = ensure_ready(pst, false, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    err = run_sql(pst, "SELECT pg_postmaster_start_time()::text", "reading the server's start time",
+                  false, PGRES_TUPLES_OK, &res, errstr, errstr_size);
+    if (err == HC_OK) {
+        if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
+            err = layout_fail("reading the server's start time", errstr, errstr_size);
+        } else {
+            snprintf(id_out, id_size, "%s", PQgetvalue(res, 0, 0));
+        }
+    }
+    PQclear(res);
+    return err;
+}
+
 const hc_store_ops_t hc_store_pgsql_ops = {
     .kind = "postgresql",
     .open = pgsql_open,
@@ -1670,4 +1702,5 @@ const hc_store_ops_t hc_store_pgsql_ops = {
     .get = pgsql_get,
     .top = pgsql_top,
     .foreach = pgsql_foreach,
+    .identity = pgsql_identity,
 };

@@ -1,5 +1,19 @@
 /* The Redis store: "redis://[[user]:password@]host[:port][/db]" (port 6379 and db 0 by default;
  * user and password may be percent-encoded; a user name is sent as Redis 6 ACL `AUTH user pw`).
+ * The password may come from store.password.file instead ("redis://user@host", hotcount's
+ * config: cfg->store_password).
+ *
+ * TLS: "rediss://...[?cacert=FILE][&capath=DIR][&cert=FILE&key=FILE][&servername=NAME]" (values
+ * percent-encoded; the option names are redis-cli's --cacert, --cacertdir, --cert, --key, --sni).
+ * The server's certificate must chain to cacert/capath (default: the system's trust store) and
+ * name the host (or servername): an IP literal must be among its IP addresses, a name among its
+ * DNS names, as libpq's sslmode=verify-full checks. hiredis itself verifies only the chain, so
+ * the store builds the OpenSSL context and connection itself and hands the SSL object to
+ * hiredis (redisInitiateSSL). There is no way to switch verification off. TLS 1.2 at least. A
+ * certificate that does not verify, or a client key that does not load, is HC_ERR_INVALID (a
+ * configuration mistake, like a wrong password); a handshake cut short or timed out is
+ * HC_ERR_TRANSIENT. A build without hiredis_ssl (HC_DEPS=system: Debian 12's hiredis 0.14)
+ * refuses rediss:// with a message saying so.
  *
  * Layout (docs/FORMATS.md, "Store layout"):
  *
@@ -64,7 +78,7 @@
  * batch cannot add to (near overflow, not an integer) is HC_ERR_RECORD naming that delta. Run with
  * SIGPIPE ignored (the CLI does): hiredis writes with write(2).
  *
- * Not supported: Redis Cluster (the commit touches keys in every slot), TLS. Durability is the
+ * Not supported: Redis Cluster (the commit touches keys in every slot). Durability is the
  * server's: with AOF everysec a crash loses up to a second of batches, counts and offsets
  * together, and stage 2 re-reads the offsets on the conflict that follows. Run the server with
  * maxmemory-policy noeviction: an evicted count is lost for good (an evicted staging list is
@@ -85,8 +99,18 @@
 #include "hotcount/clock.h"
 #include "hotcount/timeouts.h"
 
+#ifdef HC_REDIS_TLS
+#include <hiredis/hiredis_ssl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#endif
+
 #define REDIS_URI_PREFIX "redis://"
-#define REDIS_URI_FORM "redis://[:password@]host[:port][/db]"
+#define REDISS_URI_PREFIX "rediss://"
+#define REDIS_URI_FORM                                                                             \
+    "redis[s]://[[user]:password@]host[:port][/db]"                                                \
+    "[?cacert=FILE&capath=DIR&cert=FILE&key=FILE&servername=NAME (rediss only)]"
 #define REDIS_DEFAULT_PORT 6379
 #define OFFSETS_KEY_PREFIX "hotcount:offsets:"
 #define STAGING_KEY_PREFIX "hotcount:staging:"
@@ -236,9 +260,16 @@ typedef struct redis_store {
     char *host;        /* owned */
     int port;
     int db;
-    char *user;     /* owned; NULL: AUTH with the password alone */
-    char *password; /* owned; NULL: no AUTH */
-    char *prefix;   /* owned copy of store.redis.prefix */
+    char *user;           /* owned; NULL: AUTH with the password alone */
+    char *password;       /* owned; NULL: no AUTH */
+    bool tls;             /* rediss:// */
+    char *tls_cacert;     /* owned; NULL: none (the system's trust store without capath too) */
+    char *tls_capath;     /* owned; NULL: none */
+    char *tls_cert;       /* owned; NULL: no client certificate */
+    char *tls_key;        /* owned; NULL: no client certificate */
+    char *tls_servername; /* owned; NULL: the host's name is verified and sent as SNI */
+    void *ssl_ctx;        /* owned SSL_CTX *, built once at open; NULL without TLS */
+    char *prefix;         /* owned copy of store.redis.prefix */
     size_t prefix_len;
     long timeout_ms;     /* the reply timeout the next command should have */
     long connect_ms;     /* cfg->timeouts.store_connect_ms */
@@ -614,6 +645,12 @@ static hc_err_t handshake(redis_store_t *rs, char *errstr, size_t errstr_size)
         args_push_str(&a, rs->password);
         err = roundtrip(rs, &a, "AUTH", &reply, NULL, errstr, errstr_size);
         if (err != HC_OK) {
+            /* Say which server refused whom (the reply, WRONGPASS, names neither). */
+            size_t used = errstr != NULL ? strlen(errstr) : 0;
+            if (used + 1 < errstr_size) {
+                snprintf(errstr + used, errstr_size - used, " (server %s:%d, user %s)", rs->host,
+                         rs->port, rs->user != NULL ? rs->user : "default");
+            }
             goto out_fini;
         }
     }
@@ -642,6 +679,159 @@ out_fini:
     return err == HC_ERR_FATAL ? HC_ERR_INVALID : err;
 }
 
+#ifdef HC_REDIS_TLS
+/* OpenSSL's reason for the last error on this thread, or fallback. */
+static const char *openssl_reason(const char *fallback)
+{
+    const char *why = ERR_reason_error_string(ERR_peek_last_error());
+
+    return why != NULL ? why : fallback;
+}
+
+/* An encrypted client key would make OpenSSL ask for its passphrase on the terminal, blocking a
+ * service: refuse instead (the key must be stored unencrypted, readable by this user only). */
+static int no_passphrase(char *buf, int size, int rwflag, void *userdata)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)userdata;
+    return 0;
+}
+
+/* The SSL_CTX every connection of this handle uses: loaded once, so a reconnect does not read
+ * the files again (and does not fail because a file was rotated away meanwhile). */
+static hc_err_t tls_context_new(redis_store_t *rs, char *errstr, size_t errstr_size)
+{
+    SSL_CTX *ctx;
+    hc_err_t err = HC_ERR_INVALID;
+
+    ERR_clear_error();
+    ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == NULL) {
+        hc_errstr_set(errstr, errstr_size, "redis store: cannot set up TLS: %s",
+                      openssl_reason("SSL_CTX_new failed"));
+        return HC_ERR_FATAL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+    if (rs->tls_cacert != NULL || rs->tls_capath != NULL) {
+        if (SSL_CTX_load_verify_locations(ctx, rs->tls_cacert, rs->tls_capath) != 1) {
+            hc_errstr_set(errstr, errstr_size,
+                          "store: rediss:// cacert/capath: cannot load CA certificates from %s: %s",
+                          rs->tls_cacert != NULL ? rs->tls_cacert : rs->tls_capath,
+                          openssl_reason("unreadable"));
+            goto fail_free;
+        }
+    } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        hc_errstr_set(errstr, errstr_size,
+                      "store: rediss://: cannot load the system's CA certificates: %s (give "
+                      "cacert=FILE)",
+                      openssl_reason("unreadable"));
+        goto fail_free;
+    }
+    if ((rs->tls_cert == NULL) != (rs->tls_key == NULL)) {
+        hc_errstr_set(errstr, errstr_size,
+                      "store: rediss://: a client certificate needs both cert=FILE and key=FILE");
+        goto fail_free;
+    }
+    if (rs->tls_cert != NULL) {
+        if (SSL_CTX_use_certificate_chain_file(ctx, rs->tls_cert) != 1) {
+            hc_errstr_set(errstr, errstr_size, "store: rediss:// cert=%s: %s", rs->tls_cert,
+                          openssl_reason("cannot load the client certificate"));
+            goto fail_free;
+        }
+        if (SSL_CTX_use_PrivateKey_file(ctx, rs->tls_key, SSL_FILETYPE_PEM) != 1 ||
+            SSL_CTX_check_private_key(ctx) != 1) {
+            hc_errstr_set(errstr, errstr_size,
+                          "store: rediss:// key=%s: %s (an unencrypted PEM key matching cert)",
+                          rs->tls_key, openssl_reason("cannot load the client key"));
+            goto fail_free;
+        }
+    }
+    rs->ssl_ctx = ctx;
+    return HC_OK;
+
+fail_free:
+    SSL_CTX_free(ctx);
+    return err;
+}
+
+/* The TLS handshake on the fresh TCP connection rs->ctx, bounded by the connect timeout (the
+ * socket's timeouts bound each blocking read and write of it). */
+static hc_err_t start_tls(redis_store_t *rs, char *errstr, size_t errstr_size)
+{
+    const char *name = rs->tls_servername != NULL ? rs->tls_servername : rs->host;
+    long verify;
+    SSL *ssl;
+
+    ERR_clear_error();
+    ssl = SSL_new(rs->ssl_ctx);
+    if (ssl == NULL) {
+        hc_errstr_set(errstr, errstr_size, "redis store: cannot set up TLS: %s",
+                      openssl_reason("SSL_new failed"));
+        return HC_ERR_FATAL;
+    }
+    /* The name check hiredis leaves out: an IP literal against the certificate's IP
+     * addresses, anything else against its DNS names (no partial wildcards), and as SNI.
+     * -DHC_MUTANT_TLS_NO_NAME_CHECK drops it, so that tests/integration/tls.sh can show it
+     * would notice (its redis_wrong_name case must fail on such a build). Never in a product. */
+#ifndef HC_MUTANT_TLS_NO_NAME_CHECK
+    X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    if (X509_VERIFY_PARAM_set1_ip_asc(param, name) != 1 &&
+        (X509_VERIFY_PARAM_set1_host(param, name, 0) != 1 ||
+         SSL_set_tlsext_host_name(ssl, name) != 1)) {
+        hc_errstr_set(errstr, errstr_size, "store: rediss://: cannot verify the name \"%s\": %s",
+                      name, openssl_reason("not a host name"));
+        SSL_free(ssl);
+        return HC_ERR_INVALID;
+    }
+#else
+    (void)name;
+#endif
+    if (redisSetTimeout(rs->ctx, ms_to_timeval(rs->connect_ms)) != REDIS_OK) {
+        hc_errstr_set(errstr, errstr_size, "redis store: setting up the connection to %s:%d: %s",
+                      rs->host, rs->port, rs->ctx->errstr);
+        SSL_free(ssl);
+        return HC_ERR_TRANSIENT;
+    }
+    if (redisInitiateSSL(rs->ctx, ssl) == REDIS_OK) {
+        return HC_OK; /* hiredis owns ssl now */
+    }
+    /* On failure hiredis leaves ssl to us. */
+    verify = SSL_get_verify_result(ssl);
+    SSL_free(ssl);
+    if (verify != X509_V_OK) {
+        hc_errstr_set(errstr, errstr_size,
+                      "redis store: TLS with %s:%d: the server's certificate does not verify: %s "
+                      "(check the rediss:// URI's host or servername and its cacert)",
+                      rs->host, rs->port, X509_verify_cert_error_string(verify));
+        return HC_ERR_INVALID;
+    }
+    hc_errstr_set(errstr, errstr_size, "redis store: TLS handshake with %s:%d failed: %s%s",
+                  rs->host, rs->port, rs->ctx->errstr[0] != '\0' ? rs->ctx->errstr : "no reason",
+                  " (is it a TLS port? does it want a client certificate?)");
+    return HC_ERR_TRANSIENT;
+}
+#else
+static hc_err_t tls_context_new(redis_store_t *rs, char *errstr, size_t errstr_size)
+{
+    (void)rs;
+    hc_errstr_set(errstr, errstr_size,
+                  "store: rediss:// needs a hotcount built with TLS for Redis (hiredis >= 1.0 "
+                  "with hiredis_ssl, and OpenSSL: the default HC_DEPS=debian-testing); this one "
+                  "was built without");
+    return HC_ERR_INVALID;
+}
+
+static hc_err_t start_tls(redis_store_t *rs, char *errstr, size_t errstr_size)
+{
+    return tls_context_new(rs, errstr, errstr_size);
+}
+#endif
+
 static hc_err_t ensure_connected(redis_store_t *rs, char *errstr, size_t errstr_size)
 {
     hc_err_t err;
@@ -659,6 +849,12 @@ static hc_err_t ensure_connected(redis_store_t *rs, char *errstr, size_t errstr_
                       rs->port, rs->ctx->errstr);
         err = HC_ERR_TRANSIENT;
         goto fail_disconnect;
+    }
+    if (rs->tls) {
+        err = start_tls(rs, errstr, errstr_size);
+        if (err != HC_OK) {
+            goto fail_disconnect;
+        }
     }
     /* Keepalive finds a peer that vanished without a FIN while we wait for a reply. */
     if (redisSetTimeout(rs->ctx, ms_to_timeval(rs->command_ms)) != REDIS_OK ||
@@ -814,32 +1010,90 @@ static bool parse_uint_range(const char *p, const char *end, long min, long max,
 
 /* Fills host, port, db, user and password from the URI. Messages never repeat the URI: it may
  * carry a password, and they end up in logs. */
+/* The TLS options of a rediss:// URI: "name=value" pairs after '?', joined by '&'. */
+static hc_err_t parse_tls_options(redis_store_t *rs, const char *p, const char **why, bool *bad)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+    } opts[] = {
+        {"cacert", offsetof(redis_store_t, tls_cacert)},
+        {"capath", offsetof(redis_store_t, tls_capath)},
+        {"cert", offsetof(redis_store_t, tls_cert)},
+        {"key", offsetof(redis_store_t, tls_key)},
+        {"servername", offsetof(redis_store_t, tls_servername)},
+    };
+
+    while (*p != '\0') {
+        size_t len = strcspn(p, "&");
+        const char *eq = memchr(p, '=', len);
+        size_t i;
+
+        for (i = 0; eq != NULL && i < sizeof(opts) / sizeof(opts[0]); i++) {
+            if ((size_t)(eq - p) == strlen(opts[i].name) &&
+                strncmp(p, opts[i].name, (size_t)(eq - p)) == 0) {
+                break;
+            }
+        }
+        if (eq == NULL || i == sizeof(opts) / sizeof(opts[0])) {
+            *why = "unknown option after '?' (rediss:// knows cacert, capath, cert, key and "
+                   "servername)";
+            return HC_ERR_INVALID;
+        }
+        char **slot = (char **)(void *)((char *)rs + opts[i].offset);
+        if (*slot != NULL || eq + 1 == p + len) {
+            *why = "a TLS option is empty or given twice";
+            return HC_ERR_INVALID;
+        }
+        *slot = percent_decode(eq + 1, (size_t)(p + len - eq - 1), bad);
+        if (*slot == NULL) {
+            *why = *bad ? "bad percent-encoding in a TLS option" : NULL;
+            return *bad ? HC_ERR_INVALID : HC_ERR_FATAL;
+        }
+        p += len;
+        p += *p == '&';
+    }
+    return HC_OK;
+}
+
 static hc_err_t parse_uri(redis_store_t *rs, const char *uri, char *errstr, size_t errstr_size)
 {
-    const char *rest = uri + strlen(REDIS_URI_PREFIX);
-    const char *at = strrchr(rest, '@');
+    const char *rest;
+    const char *at;
     const char *host;
     const char *host_end;
     const char *p;
     const char *colon;
     const char *why;
     bool bad = false;
+    hc_err_t err;
 
+    rs->tls = strncmp(uri, REDISS_URI_PREFIX, strlen(REDISS_URI_PREFIX)) == 0;
+    rest = uri + strlen(rs->tls ? REDISS_URI_PREFIX : REDIS_URI_PREFIX);
+    at = strrchr(rest, '@');
     if (at != NULL) {
         colon = memchr(rest, ':', (size_t)(at - rest));
         if (colon == NULL) {
-            why = "credentials must be \":password@\" or \"user:password@\"";
-            goto fail_invalid;
-        }
-        if (colon > rest) {
+            /* "user@": the password comes from store.password.file */
+            rs->user = percent_decode(rest, (size_t)(at - rest), &bad);
+            if (rs->user == NULL) {
+                goto fail_decode;
+            }
+            if (rs->user[0] == '\0') {
+                why = "empty user name before '@'";
+                goto fail_invalid;
+            }
+        } else if (colon > rest) {
             rs->user = percent_decode(rest, (size_t)(colon - rest), &bad);
             if (rs->user == NULL) {
                 goto fail_decode;
             }
         }
-        rs->password = percent_decode(colon + 1, (size_t)(at - colon - 1), &bad);
-        if (rs->password == NULL) {
-            goto fail_decode;
+        if (colon != NULL) {
+            rs->password = percent_decode(colon + 1, (size_t)(at - colon - 1), &bad);
+            if (rs->password == NULL) {
+                goto fail_decode;
+            }
         }
         rest = at + 1;
     }
@@ -878,8 +1132,19 @@ static hc_err_t parse_uri(redis_store_t *rs, const char *uri, char *errstr, size
         }
         p += strcspn(p, "?#");
     }
+    if (*p == '?' && rs->tls) {
+        err = parse_tls_options(rs, p + 1, &why, &bad);
+        if (err == HC_ERR_INVALID) {
+            goto fail_invalid;
+        }
+        if (err != HC_OK) {
+            goto fail_decode;
+        }
+        p += strlen(p);
+    }
     if (*p != '\0') {
-        why = "unexpected text after the host, port or database (no query options are known)";
+        why = *p == '?' ? "query options are for rediss:// (TLS) only"
+                        : "unexpected text after the host, port or database";
         goto fail_invalid;
     }
     rs->host = strndup(host, (size_t)(host_end - host));
@@ -937,6 +1202,14 @@ static void redis_close(hc_store_t *st)
     free(rs->host);
     free(rs->user);
     free(rs->password);
+    free(rs->tls_cacert);
+    free(rs->tls_capath);
+    free(rs->tls_cert);
+    free(rs->tls_key);
+    free(rs->tls_servername);
+#ifdef HC_REDIS_TLS
+    SSL_CTX_free(rs->ssl_ctx); /* accepts NULL */
+#endif
     free(rs->prefix);
     free(rs);
 }
@@ -949,7 +1222,8 @@ static hc_err_t redis_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
     hc_err_t err;
 
     *stp = NULL;
-    if (strncmp(cfg->store, REDIS_URI_PREFIX, strlen(REDIS_URI_PREFIX)) != 0) {
+    if (strncmp(cfg->store, REDIS_URI_PREFIX, strlen(REDIS_URI_PREFIX)) != 0 &&
+        strncmp(cfg->store, REDISS_URI_PREFIX, strlen(REDISS_URI_PREFIX)) != 0) {
         hc_errstr_set(errstr, errstr_size, "store: bad redis URI (expected %s)", REDIS_URI_FORM);
         return HC_ERR_INVALID;
     }
@@ -978,6 +1252,33 @@ static hc_err_t redis_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
     err = parse_uri(rs, cfg->store, errstr, errstr_size);
     if (err != HC_OK) {
         goto fail_close;
+    }
+    if (cfg->store_password != NULL && cfg->store_password[0] != '\0') {
+        if (rs->password != NULL) { /* hc_config_validate refuses this too */
+            hc_errstr_set(errstr, errstr_size,
+                          "store.password.file and a password in `store`: give only one");
+            err = HC_ERR_INVALID;
+            goto fail_close;
+        }
+        rs->password = strdup(cfg->store_password);
+        if (rs->password == NULL) {
+            hc_errstr_set(errstr, errstr_size, "redis store: out of memory");
+            err = HC_ERR_FATAL;
+            goto fail_close;
+        }
+    } else if (rs->user != NULL && rs->password == NULL) {
+        /* Not quoted: "redis://PASSWORD@host" is a common slip, and this would print it. */
+        hc_errstr_set(errstr, errstr_size,
+                      "store: bad redis URI: a user without a password (user:password@, user@ "
+                      "with store.password.file, or :password@ for the password alone)");
+        err = HC_ERR_INVALID;
+        goto fail_close;
+    }
+    if (rs->tls) {
+        err = tls_context_new(rs, errstr, errstr_size);
+        if (err != HC_OK) {
+            goto fail_close;
+        }
     }
     rs->prefix = strdup(prefix);
     if (rs->prefix == NULL) {
@@ -1592,6 +1893,37 @@ static hc_err_t redis_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, si
     return HC_OK;
 }
 
+/* The server's run_id, from INFO server: a random id each start, so a restart that lost the
+ * data (no persistence) or a failover to another server changes it. */
+static hc_err_t redis_identity(hc_store_t *st, char *id_out, size_t id_size, char *errstr,
+                               size_t errstr_size)
+{
+    redis_store_t *rs = redis_store(st);
+    redisReply *reply;
+    hc_err_t err;
+
+    args_reset(&rs->args);
+    args_push_str(&rs->args, "INFO");
+    args_push_str(&rs->args, "server");
+    err = command(rs, &rs->args, "reading the server's run_id", &reply, NULL, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    if (reply->type != REDIS_REPLY_STRING && reply->type != REDIS_REPLY_VERB) {
+        return unexpected_reply("INFO server", errstr, errstr_size);
+    }
+    static const char field[] = "run_id:";
+    const char *p = reply->str != NULL ? strstr(reply->str, field) : NULL;
+    if (p == NULL) {
+        id_out[0] = '\0'; /* a server that does not say: no identity */
+        return HC_OK;
+    }
+    p += sizeof(field) - 1;
+    size_t len = strcspn(p, "\r\n");
+    snprintf(id_out, id_size, "%.*s", (int)len, p);
+    return HC_OK;
+}
+
 const hc_store_ops_t hc_store_redis_ops = {
     .kind = "redis",
     .open = redis_open,
@@ -1602,4 +1934,5 @@ const hc_store_ops_t hc_store_redis_ops = {
     .get = redis_get,
     .top = redis_top,
     .foreach = redis_foreach,
+    .identity = redis_identity,
 };

@@ -3,7 +3,9 @@
 # quote it (a mistyped store scheme, unreachable Redis and PostgreSQL stores with a password in
 # each URI form, -X without '=', bad properties lines, a bad librdkafka value of a SASL key,
 # `hotcount config`, --check-config, a running stage's stderr and /metrics, serve's /v1/stats
-# and /metrics), and every byte of output is searched for it.
+# and /metrics; and, read from files, kafka.*.file and store.password.file: used against
+# unreachable stores, refused files, refused combinations, `config`), and every byte of output
+# is searched for it.
 #   secrets.sh HOTCOUNT
 # Needs no servers: the stores are unreachable on purpose and Kafka is hotcount's in-process
 # mock broker. The check that the search itself bites: a build with -DHC_MUTANT_NO_REDACT
@@ -66,6 +68,40 @@ run pg_bad_uri "$hc" get p1 -X "store=postgresql://hc:$pw@127.0.0.1:1/likes?nosu
 run pg_keyword_form "$hc" get p1 -X "store=host=127.0.0.1 port=1 password=$pw"
 expect pg_keyword_form 2
 
+# 1b. secrets read from files (kafka.*.file, store.password.file; issue 17): the content of each
+# file is the password; every path that reads, refuses or uses it
+printf '%s\n' "$pw" >"$tmp/pw.secret"
+printf '%s\0%s\n' "$pw" "$pw" >"$tmp/nul.secret"
+run file_redis_down "$hc" get p1 -X "store=redis://user@127.0.0.1:1/0" \
+    -X "store.password.file=$tmp/pw.secret"
+expect file_redis_down 1
+run file_rediss_down "$hc" init --no-topics -X "store=rediss://user@127.0.0.1:1/0" \
+    -X "store.password.file=$tmp/pw.secret"
+run file_rediss_bad_ca "$hc" get p1 -X "store=rediss://user@127.0.0.1:1/0?cacert=$tmp/nul.secret" \
+    -X "store.password.file=$tmp/pw.secret"
+expect file_rediss_bad_ca 2
+run file_pg_down "$hc" get p1 -X "store=postgresql://hc@127.0.0.1:1/likes?sslmode=verify-full" \
+    -X "store.password.file=$tmp/pw.secret"
+expect file_pg_down 1
+run file_two_passwords "$hc" get p1 -X "store=rediss://user:$pw@127.0.0.1:1/0" \
+    -X "store.password.file=$tmp/pw.secret"
+expect file_two_passwords 2
+run file_sqlite_password "$hc" get p1 -X "store=sqlite:$tmp/x.db" -X "store.password.file=$tmp/pw.secret"
+expect file_sqlite_password 2
+run file_nul "$hc" stage1 -X "kafka.sasl.password.file=$tmp/nul.secret"
+expect file_nul 2
+run file_not_secret "$hc" stage1 -X "kafka.client.id.file=$tmp/pw.secret"
+expect file_not_secret 2
+run file_config "$hc" config -X "kafka.sasl.password.file=$tmp/pw.secret" \
+    -X "kafka.consumer.ssl.key.password.file=$tmp/pw.secret" -X "store=rediss://u@h:1/0" \
+    -X "store.password.file=$tmp/pw.secret"
+expect file_config 0
+run file_check_config "$hc" run --check-config -X "kafka.sasl.password.file=$tmp/pw.secret" \
+    -X kafka.security.protocol=SASL_SSL -X kafka.sasl.mechanism=SCRAM-SHA-256 \
+    -X kafka.sasl.username=u -X "store=postgresql://hc@127.0.0.1:1/likes" \
+    -X "store.password.file=$tmp/pw.secret"
+expect file_check_config 0
+
 # 2. -X and properties lines that do not parse
 run x_without_equals "$hc" stage1 -X "store:redis://u:$pw@h"
 expect x_without_equals 2
@@ -125,6 +161,9 @@ run_for 5 stage2_store_down "$hc" stage2 -X brokers="$brokers" -X instance.id=se
     -X metrics.listen= -X "store=postgresql://hc:$pw@127.0.0.1:1/likes" -X "kafka.sasl.password=$pw"
 run_for 5 stage2_redis_down "$hc" stage2 -X brokers="$brokers" -X instance.id=sec4 \
     -X metrics.listen= -X log.format=json -X "store=redis://user:$pw@127.0.0.1:1/0"
+run_for 5 stage2_file_secrets_down "$hc" stage2 -X brokers="$brokers" -X instance.id=sec5 \
+    -X metrics.listen= -X "store=rediss://user@127.0.0.1:1/0" -X "store.password.file=$tmp/pw.secret" \
+    -X "kafka.sasl.password.file=$tmp/pw.secret"
 # status and dlq over a store that does not answer (their reports go to stdout)
 run status_store_down "$hc" status --json -t 1 -X brokers="$brokers" \
     -X "store=redis://user:$pw@127.0.0.1:1/0" -X "kafka.sasl.password=$pw"
@@ -169,8 +208,8 @@ for pid in "$s1" "$s2" "$sv"; do wait "$pid" 2>/dev/null; done
 grep -q 'timeouts' "$tmp/stage1.out" || { echo "FAIL: stage 1 never got to log its start"; cat "$tmp/stage1.out"; fails=$((fails + 1)); }
 
 # 5. the search: every output of every path
-outputs=$(ls "$tmp" | grep -v '\.status$' | grep -v '\.properties$' | wc -l)
-if leaks=$(grep -l -F -- "$pw" "$tmp"/* 2>/dev/null | grep -v '\.properties$'); then
+outputs=$(ls "$tmp" | grep -v '\.status$' | grep -v '\.properties$' | grep -v '\.secret$' | wc -l)
+if leaks=$(grep -l -a -F -- "$pw" "$tmp"/* 2>/dev/null | grep -v '\.properties$' | grep -v '\.secret$'); then
     for f in $leaks; do
         echo "FAIL: the password is in $(basename "$f"):"
         grep -F -- "$pw" "$f" | head -3 | cut -c1-300

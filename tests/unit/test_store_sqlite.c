@@ -315,14 +315,14 @@ static void open_rejects_bad_uris(void **state)
     open_expect("SQLITE:x.db", HC_ERR_INVALID, "store");
     open_expect("sqlite:/nonexistent-dir-hc/x.db", HC_ERR_INVALID, "store");
     /* The password after the scheme never reaches the message. */
-    open_expect("rediss://:s3cret@host:6380", HC_ERR_INVALID, "rediss");
+    open_expect("mongodb://:s3cret@host:27017", HC_ERR_INVALID, "mongodb");
     /* A refused connection is an outage to wait out, not a configuration mistake. */
     open_expect("redis://127.0.0.1:1", HC_ERR_TRANSIENT, "127.0.0.1:1");
 }
 
 static void open_never_echoes_password(void **state)
 {
-    char uri[] = "rediss://:s3cret@host:6380";
+    char uri[] = "mongodb://:s3cret@host:27017";
     char prefix[] = "likes:";
     char errstr[256] = "";
     hc_config_t cfg;

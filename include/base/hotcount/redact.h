@@ -42,7 +42,8 @@ void hc_redact_assignment(const char *kv, char *out, size_t out_size);
 void hc_redact_secret_in(char *text, size_t text_size, const char *secret);
 
 /* The safety net: replaces in place every secret cfg holds (the store URI's password, the
- * values of secret kafka.* keys) wherever it appears in text, e.g. quoted back by a library. */
+ * password read from store.password.file, the values of secret kafka.* keys, those read from
+ * kafka.*.file included) wherever it appears in text, e.g. quoted back by a library. */
 void hc_redact_config_secrets(char *text, size_t text_size, const struct hc_config *cfg);
 
 #endif
