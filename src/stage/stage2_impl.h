@@ -9,6 +9,7 @@
  *                      |                 +--transient--> RETRY (partitions paused)
  *                      |                 +--conflict---> REREAD -> IDLE (positions from the store)
  *                      +--no room--> FULL --apply--> as OPEN, but transient -> RETRY_REWIND
+ *   IDLE --store moved (the store check, store.check.ms)--> REREAD -> IDLE
  *   RETRY --a partial arrives: turned away--> RETRY_REWIND
  *   RETRY --retry due: apply the same batch--> IDLE / RETRY / REREAD
  *   RETRY_REWIND --apply--> REWIND -> IDLE (the turned-away partials fetched again) /
@@ -47,6 +48,9 @@ typedef enum hc_stage2_event {
     HC_STAGE2_EV_APPLIED,      /* the window's batch went to the store; outcome: its result */
     HC_STAGE2_EV_REPOSITIONED, /* the re-assign REWIND or REREAD asked for is done */
     HC_STAGE2_EV_CLOSE,        /* the partitions are going away */
+    HC_STAGE2_EV_STORE_MOVED,  /* IDLE: the store check found offsets other than those stage 2
+                                * last wrote or read (the store forgot, went back, or another
+                                * owner moved them), or another server: re-read them */
     HC_STAGE2_EV_FAIL,         /* the stage failed elsewhere: drop the window, commit nothing */
 } hc_stage2_event_t;
 

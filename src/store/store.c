@@ -8,6 +8,7 @@
 #include "hotcount/clock.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ static const struct store_backend {
 } store_backends[] = {
     {"sqlite:", "sqlite", &hc_store_sqlite_ops},
     {"redis://", "redis", &hc_store_redis_ops},
+    {"rediss://", "redis", &hc_store_redis_ops}, /* TLS */
     {"postgresql://", "postgresql", &hc_store_pgsql_ops},
     {"postgres://", "postgresql", &hc_store_pgsql_ops},
     {"dynamodb://", "dynamodb", &hc_store_dynamodb_ops},
@@ -117,6 +119,24 @@ hc_err_t hc_store_read_offsets(hc_store_t *st, const char *group, const char *to
     }
     return st->ops->read_offsets(st, group, topic, partitions, count, offsets_out, errstr,
                                  errstr_size);
+}
+
+hc_err_t hc_store_identity(hc_store_t *st, char *id_out, size_t id_size, char *errstr,
+                           size_t errstr_size)
+{
+    char id[HC_STORE_IDENTITY_MAX] = "";
+    hc_err_t err = HC_OK;
+
+    assert(st != NULL);
+    if (id_out == NULL || id_size == 0) {
+        hc_errstr_set(errstr, errstr_size, "store: identity needs an output buffer");
+        return HC_ERR_INVALID;
+    }
+    if (st->ops->identity != NULL) {
+        err = st->ops->identity(st, id, sizeof(id), errstr, errstr_size);
+    }
+    snprintf(id_out, id_size, "%s", err == HC_OK ? id : "");
+    return err;
 }
 
 /* Refuses, before the backend sees it, any batch that could break exactly-once or the row

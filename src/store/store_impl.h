@@ -22,6 +22,10 @@ typedef struct hc_store_ops {
                     char *errstr, size_t errstr_size);
     hc_err_t (*foreach)(hc_store_t *st, hc_store_row_fn fn, void *opaque, char *errstr,
                         size_t errstr_size);
+    /* optional (NULL: the backend has no identity, hc_store_identity gives ""); id_out holds
+     * HC_STORE_IDENTITY_MAX bytes */
+    hc_err_t (*identity)(hc_store_t *st, char *id_out, size_t id_size, char *errstr,
+                         size_t errstr_size);
 } hc_store_ops_t;
 
 struct hc_store {

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define SQLITE_URI_PREFIX "sqlite:"
 
@@ -711,6 +712,32 @@ out_reset:
     return err;
 }
 
+/* The database file's device and inode: a restore, or a delete and a new file, under the same
+ * path changes them (this handle would still read the old, unlinked file). An in-memory or
+ * temporary database has no file: no identity. */
+static hc_err_t sqlite_identity(hc_store_t *st, char *id_out, size_t id_size, char *errstr,
+                                size_t errstr_size)
+{
+    sqlite_store_t *sst = sqlite_store(st);
+    const char *path = sqlite3_db_filename(sst->db, "main");
+    struct stat sb;
+
+    if (path == NULL || path[0] == '\0') {
+        id_out[0] = '\0';
+        return HC_OK;
+    }
+    if (stat(path, &sb) != 0) {
+        /* gone: a different store from the one this handle has open */
+        snprintf(id_out, id_size, "missing");
+        (void)errstr;
+        (void)errstr_size;
+        return HC_OK;
+    }
+    snprintf(id_out, id_size, "%llu:%llu", (unsigned long long)sb.st_dev,
+             (unsigned long long)sb.st_ino);
+    return HC_OK;
+}
+
 const hc_store_ops_t hc_store_sqlite_ops = {
     .kind = "sqlite",
     .open = sqlite_open,
@@ -721,4 +748,5 @@ const hc_store_ops_t hc_store_sqlite_ops = {
     .get = sqlite_get,
     .top = sqlite_top,
     .foreach = sqlite_foreach,
+    .identity = sqlite_identity,
 };

@@ -48,6 +48,7 @@ struct hc_fake_store {
     int fail_reads; /* read_offsets calls still to fail */
     int fail_opens; /* opens still to fail */
     int reads;      /* read_offsets calls */
+    int epoch;      /* the identity: bumped by hc_fake_store_forget(..., true) */
 };
 
 /* A handle: what hc_store_open_ops hands out. */
@@ -467,6 +468,27 @@ static hc_err_t fake_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, c
     return HC_OK;
 }
 
+static hc_err_t fake_identity(hc_store_t *st, char *id_out, size_t id_size, char *errstr,
+                              size_t errstr_size)
+{
+    (void)errstr;
+    (void)errstr_size;
+    hc_fake_store_t *fake = fake_of(st);
+    pthread_mutex_lock(&fake->mu);
+    snprintf(id_out, id_size, "fake-epoch-%d", fake->epoch);
+    pthread_mutex_unlock(&fake->mu);
+    return HC_OK;
+}
+
+void hc_fake_store_forget(hc_fake_store_t *fake, bool new_identity)
+{
+    pthread_mutex_lock(&fake->mu);
+    fake->count_n = 0;
+    fake->off_n = 0;
+    fake->epoch += new_identity;
+    pthread_mutex_unlock(&fake->mu);
+}
+
 static const hc_store_ops_t fake_ops = {
     .kind = "fake",
     .open = fake_open,
@@ -477,6 +499,7 @@ static const hc_store_ops_t fake_ops = {
     .get = fake_get,
     .top = fake_top,
     .foreach = fake_foreach,
+    .identity = fake_identity,
 };
 
 const struct hc_store_ops *hc_fake_store_ops(void)

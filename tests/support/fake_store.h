@@ -65,6 +65,11 @@ void hc_fake_store_fail_opens(hc_fake_store_t *fake, int n);
  * included; false on timeout. */
 bool hc_fake_store_wait_reads(hc_fake_store_t *fake, int n, int64_t timeout_ms);
 
+/* The server loses every count and offset, as Redis without persistence does on a restart;
+ * new_identity: and its identity (hc_store_identity, "fake-epoch-N") changes, as the restart's
+ * run_id would. */
+void hc_fake_store_forget(hc_fake_store_t *fake, bool new_identity);
+
 /* Batches received so far, and one of them (valid until destroy). */
 size_t hc_fake_store_batch_count(hc_fake_store_t *fake);
 const hc_fake_batch_t *hc_fake_store_batch(hc_fake_store_t *fake, size_t i);

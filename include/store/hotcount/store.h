@@ -87,6 +87,22 @@ hc_err_t hc_store_read_offsets(hc_store_t *st, const char *group, const char *to
                                const int32_t *partitions, size_t count, int64_t *offsets_out,
                                char *errstr, size_t errstr_size);
 
+/* Longest identity hc_store_identity writes, its NUL included. */
+#define HC_STORE_IDENTITY_MAX 128
+
+/* Writes into id_out (id_size >= 1) a short string naming the store's current incarnation, ""
+ * when the backend has none: it changes when the data may have been lost or replaced under the
+ * same address, so stage 2 can notice a store that forgot before any traffic shows it.
+ * Redis: the server's run_id (INFO server: new at every restart, other on another server after
+ * a failover). PostgreSQL: pg_postmaster_start_time() (new at every restart; the
+ * system_identifier of pg_control_system() is left out: reading it needs the pg_monitor role
+ * on a locked-down server). SQLite: the database file's device and inode (a file replaced by a
+ * restore or a delete). DynamoDB: none (stage 2's check of its offsets alone covers a table
+ * that was re-created; DescribeTable would be a second call every check). Secret-free: no URI,
+ * no password. */
+hc_err_t hc_store_identity(hc_store_t *st, char *id_out, size_t id_size, char *errstr,
+                           size_t errstr_size);
+
 /* See the file comment. HC_ERR_INVALID, before anything is touched, for a batch that no store
  * could apply safely: a post_id outside 1..HC_POST_ID_MAX bytes, a partition listed twice, an
  * offset that would move backwards (next < expected) or is negative, offsets without group or
