@@ -68,6 +68,10 @@ const char *hc_partial_reason_str(hc_partial_reason_t reason)
         return "partial_overflow";
     case HC_PARTIAL_STORE_REFUSED:
         return "store_refused";
+    case HC_PARTIAL_SOURCE_OVERLAP:
+        return "source_overlap";
+    case HC_PARTIAL_SOURCE_MALFORMED:
+        return "source_malformed";
     case HC_PARTIAL_REASON_COUNT:
         break;
     }

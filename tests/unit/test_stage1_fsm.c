@@ -73,12 +73,13 @@ static void fatal_commit_fails(void **state)
     assert_int_equal(hc_stage1_next(S(OPEN), S(COMMIT), HC_ERR_FATAL), S(FAILED));
 }
 
-/* mutant: a commit whose retries ran out (transient) is aborted and rewound: its outcome is
- * unknown, only a new producer (a restart) may fence it */
-static void exhausted_commit_retries_fail(void **state)
+/* mutant: a commit whose retries ran out (transient) is aborted and rewound with the same
+ * producer, or stops the stage (no_endtxn_defence): its outcome is unknown, and only a new
+ * producer epoch fences what of it may still land (docs/RELIABILITY.md, "Late writes") */
+static void exhausted_commit_retries_renew_the_producer(void **state)
 {
     (void)state;
-    assert_int_equal(hc_stage1_next(S(OPEN), S(COMMIT), HC_ERR_TRANSIENT), S(FAILED));
+    assert_int_equal(hc_stage1_next(S(OPEN), S(COMMIT), HC_ERR_TRANSIENT), S(RENEWING));
 }
 
 /* mutant: a lost assignment commits the window (another consumer may own the partitions) */
@@ -88,19 +89,38 @@ static void lost_assignment_aborts(void **state)
     assert_int_equal(hc_stage1_next(S(OPEN), S(LOSE), HC_OK), S(ABORTING));
 }
 
-/* mutant: an aborted window is not rewound (its events would be skipped) */
-static void abort_leads_to_rewind(void **state)
+/* mutant: an aborted window keeps its producer (no_endtxn_defence: a write of the aborted
+ * transaction delayed in the network could land in the next one, same epoch), or is not
+ * rewound */
+static void abort_renews_the_producer(void **state)
 {
     (void)state;
-    assert_int_equal(hc_stage1_next(S(ABORTING), S(ABORT), HC_OK), S(REWINDING));
+    assert_int_equal(hc_stage1_next(S(ABORTING), S(ABORT), HC_OK), S(RENEWING));
 }
 
-/* mutant: a failed abort is retried forever or ignored */
-static void failed_abort_fails(void **state)
+/* mutant: an abort whose retries ran out (outcome unknown) stops the stage instead of letting
+ * a new epoch settle it, or a fatal abort is retried */
+static void unknown_abort_renews_fatal_abort_fails(void **state)
 {
     (void)state;
+    assert_int_equal(hc_stage1_next(S(ABORTING), S(ABORT), HC_ERR_TRANSIENT), S(RENEWING));
     assert_int_equal(hc_stage1_next(S(ABORTING), S(ABORT), HC_ERR_FATAL), S(FAILED));
-    assert_int_equal(hc_stage1_next(S(ABORTING), S(ABORT), HC_ERR_TRANSIENT), S(FAILED));
+}
+
+/* mutant: a renewed producer leaves the window un-rewound (the aborted events skipped) */
+static void renewed_producer_rewinds(void **state)
+{
+    (void)state;
+    assert_int_equal(hc_stage1_next(S(RENEWING), S(RENEW), HC_OK), S(REWINDING));
+}
+
+/* mutant: a producer that could not be made or initialised is used anyway, or retried forever
+ * (init_transactions already retried its retriable errors) */
+static void failed_renew_fails(void **state)
+{
+    (void)state;
+    assert_int_equal(hc_stage1_next(S(RENEWING), S(RENEW), HC_ERR_FATAL), S(FAILED));
+    assert_int_equal(hc_stage1_next(S(RENEWING), S(RENEW), HC_ERR_TRANSIENT), S(FAILED));
 }
 
 /* mutant: a rewind done leaves messages dropped for ever (REWINDING) */
@@ -153,11 +173,19 @@ static bool is_legal(hc_stage1_state_t from, hc_stage1_action_t a, hc_err_t e)
         hc_stage1_action_t action;
         hc_err_t outcome;
     } legal[] = {
-        {S(IDLE), S(BEGIN), HC_OK},       {S(IDLE), S(REVOKE), HC_OK},
-        {S(OPEN), S(PRODUCE), HC_OK},     {S(OPEN), S(PRODUCE), HC_ERR_ABORT},
-        {S(OPEN), S(COMMIT), HC_OK},      {S(OPEN), S(COMMIT), HC_ERR_ABORT},
-        {S(OPEN), S(LOSE), HC_OK},        {S(ABORTING), S(ABORT), HC_OK},
-        {S(REWINDING), S(REWIND), HC_OK}, {S(REWINDING), S(REWIND), HC_ERR_TRANSIENT},
+        {S(IDLE), S(BEGIN), HC_OK},
+        {S(IDLE), S(REVOKE), HC_OK},
+        {S(OPEN), S(PRODUCE), HC_OK},
+        {S(OPEN), S(PRODUCE), HC_ERR_ABORT},
+        {S(OPEN), S(COMMIT), HC_OK},
+        {S(OPEN), S(COMMIT), HC_ERR_ABORT},
+        {S(OPEN), S(LOSE), HC_OK},
+        {S(ABORTING), S(ABORT), HC_OK},
+        {S(OPEN), S(COMMIT), HC_ERR_TRANSIENT},
+        {S(ABORTING), S(ABORT), HC_ERR_TRANSIENT},
+        {S(RENEWING), S(RENEW), HC_OK},
+        {S(REWINDING), S(REWIND), HC_OK},
+        {S(REWINDING), S(REWIND), HC_ERR_TRANSIENT},
         {S(REWINDING), S(REVOKE), HC_OK},
     };
     for (size_t i = 0; i < sizeof(legal) / sizeof(legal[0]); i++) {
@@ -206,6 +234,9 @@ static void names_are_distinct(void **state)
     }
     assert_string_equal(hc_stage1_state_name(S(REWINDING)), "rewinding");
     assert_string_equal(hc_stage1_action_name(S(LOSE)), "lose");
+    assert_string_equal(hc_stage1_state_name(S(RENEWING)), "renewing");
+    assert_string_equal(hc_stage1_action_name(S(RENEW)), "renew");
+    assert_string_equal(hc_stage1_state_name(S(FAILED)), "failed");
 }
 
 int main(void)
@@ -219,10 +250,12 @@ int main(void)
         cmocka_unit_test(commit_closes_the_window),
         cmocka_unit_test(abortable_commit_aborts),
         cmocka_unit_test(fatal_commit_fails),
-        cmocka_unit_test(exhausted_commit_retries_fail),
+        cmocka_unit_test(exhausted_commit_retries_renew_the_producer),
         cmocka_unit_test(lost_assignment_aborts),
-        cmocka_unit_test(abort_leads_to_rewind),
-        cmocka_unit_test(failed_abort_fails),
+        cmocka_unit_test(abort_renews_the_producer),
+        cmocka_unit_test(unknown_abort_renews_fatal_abort_fails),
+        cmocka_unit_test(renewed_producer_rewinds),
+        cmocka_unit_test(failed_renew_fails),
         cmocka_unit_test(rewind_done_is_idle),
         cmocka_unit_test(rewind_not_yet_keeps_dropping),
         cmocka_unit_test(failed_rewind_fails),

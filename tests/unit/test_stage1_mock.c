@@ -254,7 +254,9 @@ static bool wait_failed(fixture_t *f)
 
 /* After an abortable error: the window was aborted and rewound (`aborts` times, 0: at least
  * once), every event then read again and counted exactly once, and the stage stopped cleanly.
- * Each abort was counted, and each was followed by its rewind. */
+ * Each abort was counted, and each was followed by a new producer (a new epoch fences what the
+ * aborted transaction may still have on the way: docs/RELIABILITY.md, "Late writes"; mutant
+ * no_endtxn_defence keeps the producer) and by its rewind. */
 static void assert_aborted_then_committed(fixture_t *f, int64_t aborts)
 {
     bool committed = wait_committed(f, EVENTS);
@@ -273,6 +275,7 @@ static void assert_aborted_then_committed(fixture_t *f, int64_t aborts)
     assert_true(hc_metric_get(f->metrics.txn_commit) >= 1);
     assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS);
     assert_int_equal(count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_ABORT, HC_OK), n);
+    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_RENEW, HC_OK), n);
     assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_REWIND, HC_OK), n);
     /* the abort came before any commit */
     int aborted = first_step(f, HC_STAGE1_ABORTING, HC_STAGE1_ABORT, HC_OK);
@@ -364,6 +367,44 @@ static void commit_timeout_is_retried_and_commits_once(void **state)
     assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_ERR_TRANSIENT), 0);
 }
 
+/* The commit's EndTxn answers after 5 s, while one call may wait 500 ms and all of a commit's
+ * retries 2 s (transaction.timeout.ms here): when the retries run out, the commit's outcome is
+ * unknown, the case KAFKA-17754 turns into a late EndTxn landing on the next transaction of
+ * the same epoch. The stage replaces its producer (init_transactions: a new epoch, which fences
+ * the old one's delayed requests and settles the old transaction), rewinds to the committed
+ * offsets, reads the window again and commits it once, without stopping.
+ * Mutant caught (no_endtxn_defence): the unknown commit fails the stage (hc_stage1_run returns
+ * HC_ERR_FATAL, `hotcount stage1` exits 1), no producer is renewed. */
+static void commit_of_unknown_outcome_renews_the_producer(void **state)
+{
+    fixture_t *f = *state;
+    f->cfg.timeouts.txn_call_ms = 500;
+    f->cfg.timeouts.txn_timeout_ms = 2000;
+    f->cfg.timeouts.message_timeout_ms = 1500;
+    assert_int_equal(rd_kafka_mock_broker_push_request_error_rtts(
+                         f->mock.mcluster, 1, API_END_TXN, 1, RD_KAFKA_RESP_ERR_NO_ERROR, 5000),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
+    start(f);
+    bool committed = wait_committed(f, EVENTS);
+    finish(f);
+    if (!committed || f->run_err != HC_OK) {
+        print_steps(f);
+        print_message("run: %s\n", f->run_errstr);
+    }
+    assert_true(committed);
+    assert_int_equal(f->run_err, HC_OK);
+    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_ERR_TRANSIENT), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_RENEW, HC_OK), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_REWIND, HC_OK), 1);
+    /* the window read again committed after the renewal, and nothing was aborted */
+    int renewed = first_step(f, HC_STAGE1_RENEWING, HC_STAGE1_RENEW, HC_OK);
+    int committed_at = first_step(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_OK);
+    assert_true(renewed >= 0 && committed_at > renewed);
+    assert_int_equal(count_entered(f, HC_STAGE1_ABORTING), 0);
+    assert_int_equal(hc_metric_get(f->metrics.txn_abort), 0);
+    assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS);
+}
+
 /* The transaction coordinator says another producer with our transactional.id took over
  * (PRODUCER_FENCED at EndTxn): fatal, hc_stage1_run returns HC_ERR_FATAL (`hotcount stage1`
  * exits 1) and nothing is committed or aborted.
@@ -452,6 +493,7 @@ static void lost_assignment_aborts_the_window_and_commits_nothing(void **state)
     assert_true(lost >= 0);
     assert_true(committed > lost);
     assert_int_equal(count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_ABORT, HC_OK), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_RENEW, HC_OK), 1);
     /* the revoke rewound nothing: the aborted window went straight to IDLE */
     assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_REWIND, HC_OK), 0);
     assert_true(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_REVOKE, HC_OK) == 1);
@@ -659,6 +701,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(abortable_end_txn_error_aborts_rewinds_and_rereads, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(commit_timeout_is_retried_and_commits_once, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(commit_of_unknown_outcome_renews_the_producer, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(fenced_producer_fails_the_stage, setup, teardown),
         cmocka_unit_test_setup_teardown(invalid_producer_epoch_fails_the_stage, setup, teardown),

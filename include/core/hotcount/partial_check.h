@@ -21,17 +21,23 @@ typedef enum hc_partial_reason {
                                (hc_post_id_valid: a control character C0/DEL/C1, bad UTF-8) */
     HC_PARTIAL_DELTA_EXCEEDS_EVENTS, /* "partial_delta_exceeds_events": |delta| > events; each
                                         event moves a count by exactly 1 */
-    HC_PARTIAL_OVERFLOW,      /* "partial_overflow": its delta would take the window's sum for
-                                 the post (or the window's event total) past int64 */
-    HC_PARTIAL_STORE_REFUSED, /* "store_refused": the store refused the post's value or id
-                                 (hc_store_apply's HC_ERR_RECORD) */
+    HC_PARTIAL_OVERFLOW,         /* "partial_overflow": its delta would take the window's sum for
+                                    the post (or the window's event total) past int64 */
+    HC_PARTIAL_STORE_REFUSED,    /* "store_refused": the store refused the post's value or id
+                                    (hc_store_apply's HC_ERR_RECORD) */
+    HC_PARTIAL_SOURCE_OVERLAP,   /* "source_overlap": its window's raw offsets overlap those of
+                                    a partial of another window taken before on its partition, a
+                                    late write of a stale transaction (hotcount/source_check.h) */
+    HC_PARTIAL_SOURCE_MALFORMED, /* "source_malformed": its hotcount-window header breaks the
+                                    format (docs/FORMATS.md, "Partials") */
     HC_PARTIAL_REASON_COUNT
 } hc_partial_reason_t;
 
 /* Decodes buf as a partial and checks the stage-1 rules: HC_PARTIAL_OK with *partial filled,
  * or the first rule broken (UNDECODABLE / BAD_TS, then BAD_POST_ID, then
  * DELTA_EXCEEDS_EVENTS) with the detail in errstr and *partial unspecified. Never returns
- * OVERFLOW or STORE_REFUSED: those depend on the window and the store. */
+ * OVERFLOW, STORE_REFUSED or the SOURCE_ reasons: those depend on the window, the store and
+ * what came before (hotcount/source_check.h). */
 hc_partial_reason_t hc_partial_check(const char *buf, size_t len, hc_partial_t *partial,
                                      char *errstr, size_t errstr_size);
 

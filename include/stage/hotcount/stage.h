@@ -35,22 +35,32 @@ typedef struct hc_stage2 hc_stage2_t;
  *   IDLE       BEGIN ok -> OPEN                 REVOKE ok -> IDLE
  *   OPEN       PRODUCE ok -> OPEN               PRODUCE abort -> ABORTING
  *              COMMIT ok -> IDLE                COMMIT abort -> ABORTING
- *              LOSE ok -> ABORTING
- *   ABORTING   ABORT ok -> REWINDING
+ *              COMMIT transient -> RENEWING     LOSE ok -> ABORTING
+ *   ABORTING   ABORT ok -> RENEWING             ABORT transient -> RENEWING
+ *   RENEWING   RENEW ok -> REWINDING
  *   REWINDING  REWIND ok -> IDLE                REWIND transient -> REWINDING
  *              REVOKE ok -> IDLE
  *   FAILED     anything -> FAILED
  *
- * Any other pair (a fatal or unclassified outcome, a retriable one that outlived its retries, an
- * action the state does not allow) leads to FAILED: the run returns HC_ERR_FATAL and nothing is
- * committed any more. A revoke closes the window (COMMIT, or LOSE when the assignment was lost)
- * and then REVOKEs: it never rewinds, the partitions are going. */
+ * Any other pair (a fatal or unclassified outcome, an action the state does not allow) leads to
+ * FAILED: the run returns HC_ERR_FATAL and nothing is committed any more. A revoke closes the
+ * window (COMMIT, or LOSE when the assignment was lost) and then REVOKEs: it never rewinds, the
+ * partitions are going.
+ *
+ * RENEWING is the defence against late writes (docs/RELIABILITY.md, "Late writes"): after a
+ * transaction was aborted, or ended with an unknown outcome (a commit or an abort whose retries
+ * ran out), the producer is replaced by a new one with the same transactional.id, whose
+ * init_transactions bumps the epoch (the broker then refuses whatever the old epoch still has
+ * on the way) and settles the old transaction; the committed offsets the rewind reads next are
+ * then final, whether the window committed or not. */
 typedef enum hc_stage1_state {
     HC_STAGE1_IDLE,      /* no transaction: the next message begins one */
     HC_STAGE1_OPEN,      /* a transaction is open and the window collects events */
     HC_STAGE1_ABORTING,  /* the transaction must be aborted (abortable error, lost assignment) */
     HC_STAGE1_REWINDING, /* aborted: every message is dropped until the partitions are back at
                           * their committed offsets (REWIND) or gone (REVOKE) */
+    HC_STAGE1_RENEWING,  /* aborted or of unknown outcome: the producer must be replaced (RENEW)
+                          * before anything else; messages are dropped as in REWINDING */
     HC_STAGE1_FAILED,    /* fatal: the run stops with HC_ERR_FATAL */
     HC_STAGE1_STATE_COUNT
 } hc_stage1_state_t;
@@ -64,6 +74,7 @@ typedef enum hc_stage1_action {
     HC_STAGE1_REWIND,  /* re-assign at the committed offsets; transient: not allowed yet (the
                         * assignment is lost, the revoke is still to come) */
     HC_STAGE1_REVOKE,  /* the partitions went, after the revoke closed the window */
+    HC_STAGE1_RENEW,   /* a new transactional producer made and initialised (epoch bumped) */
     HC_STAGE1_ACTION_COUNT
 } hc_stage1_action_t;
 
