@@ -1,5 +1,6 @@
 #include "hotcount/kafka.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hotcount/clock.h"
 #include "hotcount/log.h"
 #include "hotcount/redact.h"
 
@@ -111,7 +113,9 @@ static const prop_t stage1_consumer_props[] = {
     {"enable.auto.commit", "false"},
     {"enable.auto.offset.store", "false"},
     {"auto.offset.reset", "earliest"},
-    /* eager assignors only: cooperative-sticky can resume from stale positions in 2.0.2 */
+    /* Eager under the classic protocol: cooperative-sticky could resume from stale positions in
+     * 2.0.2 (fixed 2.4.0) and is not tested here; incremental rebalancing is
+     * group.protocol=consumer's (KIP-848), where the broker assigns and this is not set. */
     {"partition.assignment.strategy", "range"},
     {"isolation.level", "read_committed"},
     /* consumer lag per partition for the metrics endpoint */
@@ -314,8 +318,8 @@ static const owned_prop_t owned_props[] = {
      "acks=all"},
     {"partition.assignment.strategy",
      {"range", "roundrobin", NULL},
-     "the stages' rebalance code is eager-only (assign and unassign the whole assignment); "
-     "under cooperative-sticky librdkafka hands out increments and the stage consumes nothing"},
+     "under group.protocol=classic the stages use an eager assignor (cooperative-sticky is not "
+     "tested with them); for incremental rebalancing set group.protocol=consumer"},
     {"group.id",
      {NULL},
      "the stages' groups are group.stage1 and group.stage2 (stage 2's stored offsets are keyed "
@@ -329,14 +333,117 @@ static const owned_prop_t owned_props[] = {
      {"false", NULL},
      "the changelog and the load generator count delivered records from their delivery "
      "reports"},
+    /* What every idempotent producer (stage 1's transactional one, and stage 2's dead-letter
+     * producer, which is idempotent but not transactional) needs. librdkafka refuses all but
+     * gapless only when it builds the client, and stage 2 builds its dead-letter producer at
+     * its first bad partial: the stage would stop on that record, past --check-config. */
+    {"max.in.flight.requests.per.connection",
+     {NULL},
+     "an idempotent producer keeps its order and its no-duplicates guarantee with at most 5 "
+     "requests in flight (stage 2's dead letters, stage 1's transactions)"},
+    {"max.in.flight", /* librdkafka's alias of max.in.flight.requests.per.connection */
+     {NULL},
+     "an idempotent producer keeps its order and its no-duplicates guarantee with at most 5 "
+     "requests in flight (stage 2's dead letters, stage 1's transactions)"},
+    {"retries",
+     {NULL},
+     "an idempotent producer needs retries >= 1: stage 2's dead letters and stage 1's "
+     "transactions ride out a broker outage by retrying"},
+    {"message.send.max.retries", /* librdkafka's alias of retries */
+     {NULL},
+     "an idempotent producer needs retries >= 1: stage 2's dead letters and stage 1's "
+     "transactions ride out a broker outage by retrying"},
+    {"queuing.strategy",
+     {"fifo", NULL},
+     "an idempotent producer sends in order (fifo); records out of order break its sequence "
+     "numbers"},
+    {"enable.gapless.guarantee",
+     {"false", NULL},
+     "with it, a delivery an idempotent producer fails during a broker outage is a fatal "
+     "error that stops the producer for good; stage 2 sends a dead letter again until it lands "
+     "(at least once, never lost)"},
 };
 
 #define OWNED_PROP_COUNT (sizeof(owned_props) / sizeof(owned_props[0]))
 
+/* Owned properties whose safe values are a range of integers, accepted beside owned_props'
+ * same values. */
+static const struct {
+    const char *name;
+    long long lo, hi;
+} owned_ranges[] = {
+    {"max.in.flight.requests.per.connection", 1, 5},
+    {"max.in.flight", 1, 5},
+    {"retries", 1, INT32_MAX},
+    {"message.send.max.retries", 1, INT32_MAX},
+};
+
+static bool in_owned_range(const char *name, const char *value)
+{
+    for (size_t r = 0; r < sizeof(owned_ranges) / sizeof(owned_ranges[0]); r++) {
+        if (strcmp(owned_ranges[r].name, name) == 0) {
+            char *end = NULL;
+            errno = 0;
+            long long n = strtoll(value, &end, 10);
+            return errno == 0 && end != value && *end == '\0' && n >= owned_ranges[r].lo &&
+                   n <= owned_ranges[r].hi;
+        }
+    }
+    return false;
+}
+
 static const char *const scope_prefix[] = {"kafka.", "kafka.consumer.", "kafka.producer."};
+
+bool hc_kafka_group_protocol_is_consumer(const hc_config_t *cfg)
+{
+    return cfg->group_protocol && strcmp(cfg->group_protocol, "consumer") == 0;
+}
+
+/* The group settings that group.protocol and group.static decide. Under the consumer protocol
+ * (KIP-848) the broker assigns and times sessions out (group.consumer.* on the broker), and
+ * librdkafka refuses the classic protocol's own settings when it builds the consumer: refused
+ * here first, with the key named, so --check-config says it too. */
+static hc_err_t check_group_overrides(const hc_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    static const char *const classic_only[] = {"session.timeout.ms", "heartbeat.interval.ms",
+                                               "partition.assignment.strategy",
+                                               "group.protocol.type"};
+    bool consumer = hc_kafka_group_protocol_is_consumer(cfg);
+    for (size_t i = 0; i < cfg->kafka_prop_count; i++) {
+        const hc_kafka_prop_t *kp = &cfg->kafka_props[i];
+        const char *prefix = scope_prefix[kp->scope];
+        if (strcmp(kp->name, "group.protocol") == 0) {
+            hc_errstr_set(errstr, errstr_size,
+                          "%sgroup.protocol: set the key group.protocol (classic or consumer) "
+                          "instead; hotcount's rebalance code follows it",
+                          prefix);
+            return HC_ERR_INVALID;
+        }
+        if (cfg->group_static && strcmp(kp->name, "group.instance.id") == 0) {
+            hc_errstr_set(errstr, errstr_size,
+                          "%sgroup.instance.id: group.static=1 sets it to each stage's "
+                          "instance.id; set one or the other",
+                          prefix);
+            return HC_ERR_INVALID;
+        }
+        for (size_t c = 0; consumer && c < sizeof(classic_only) / sizeof(classic_only[0]); c++) {
+            if (strcmp(kp->name, classic_only[c]) == 0) {
+                hc_errstr_set(errstr, errstr_size,
+                              "%s%s: not with group.protocol=consumer, where the broker's "
+                              "group.consumer.* settings rule (librdkafka refuses it)",
+                              prefix, kp->name);
+                return HC_ERR_INVALID;
+            }
+        }
+    }
+    return HC_OK;
+}
 
 hc_err_t hc_kafka_check_overrides(const hc_config_t *cfg, char *errstr, size_t errstr_size)
 {
+    if (check_group_overrides(cfg, errstr, errstr_size) != HC_OK) {
+        return HC_ERR_INVALID;
+    }
     for (size_t i = 0; i < cfg->kafka_prop_count; i++) {
         const hc_kafka_prop_t *kp = &cfg->kafka_props[i];
         const char *prefix = scope_prefix[kp->scope];
@@ -349,6 +456,7 @@ hc_err_t hc_kafka_check_overrides(const hc_config_t *cfg, char *errstr, size_t e
             for (size_t v = 0; op->same[v]; v++) {
                 same = same || strcmp(op->same[v], kp->value) == 0;
             }
+            same = same || in_owned_range(kp->name, kp->value);
             if (!same) {
                 char shown[128];
                 hc_redact_kv(kp->name, kp->value, shown, sizeof(shown));
@@ -420,10 +528,26 @@ static rd_kafka_t *kafka_new(const hc_config_t *cfg, hc_kafka_role_t role,
     if (!conf_set(conf, "instance.id", "client.id", client_id, errstr, errstr_size)) {
         goto fail_conf;
     }
+    bool stage_consumer =
+        role == HC_KAFKA_ROLE_STAGE1_CONSUMER || role == HC_KAFKA_ROLE_STAGE2_CONSUMER;
+    bool next_gen = stage_consumer && hc_kafka_group_protocol_is_consumer(cfg);
     for (const prop_t *p = role_props(role); p->name; p++) {
+        /* the broker assigns under KIP-848, and librdkafka refuses an assignor set at all */
+        if (next_gen && strcmp(p->name, "partition.assignment.strategy") == 0) {
+            continue;
+        }
         if (!conf_set(conf, p->name, p->name, p->value, errstr, errstr_size)) {
             goto fail_conf;
         }
+    }
+    if (next_gen &&
+        !conf_set(conf, "group.protocol", "group.protocol", "consumer", errstr, errstr_size)) {
+        goto fail_conf;
+    }
+    if (stage_consumer && opts->group_instance_id &&
+        !conf_set(conf, "group.static", "group.instance.id", opts->group_instance_id, errstr,
+                  errstr_size)) {
+        goto fail_conf;
     }
     if (role == HC_KAFKA_ROLE_TXN_PRODUCER) {
         /* derived once (hotcount/timeouts.h): a user's kafka.producer.* values are in them */
@@ -512,7 +636,8 @@ hc_err_t hc_kafka_check(const hc_config_t *cfg, const hc_kafka_role_t *roles, si
             .group_id = roles[i] == HC_KAFKA_ROLE_STAGE2_CONSUMER   ? cfg->group_stage2
                         : roles[i] == HC_KAFKA_ROLE_STAGE1_CONSUMER ? cfg->group_stage1
                                                                     : NULL,
-            .transactional_id = roles[i] == HC_KAFKA_ROLE_TXN_PRODUCER ? txn_id : NULL};
+            .transactional_id = roles[i] == HC_KAFKA_ROLE_TXN_PRODUCER ? txn_id : NULL,
+            .group_instance_id = cfg->group_static ? cfg->instance_id : NULL};
         rd_kafka_t *rk = kafka_new(cfg, roles[i], &opts, true, errstr, errstr_size);
         if (!rk) {
             return HC_ERR_INVALID;
@@ -567,4 +692,130 @@ void hc_kafka_reader_destroy(rd_kafka_t *rk)
     if (rk != NULL) {
         rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
     }
+}
+
+bool hc_kafka_is_incremental(rd_kafka_t *rk)
+{
+    const char *proto = rd_kafka_rebalance_protocol(rk);
+    return proto && strcmp(proto, "COOPERATIVE") == 0;
+}
+
+static hc_err_t take_assign_error(const char *what, rd_kafka_error_t *error, char *errstr,
+                                  size_t errstr_size)
+{
+    if (!error) {
+        return HC_OK;
+    }
+    hc_errstr_set(errstr, errstr_size, "%s: %s", what, rd_kafka_error_string(error));
+    rd_kafka_error_destroy(error);
+    return HC_ERR_FATAL;
+}
+
+hc_err_t hc_kafka_assign_add(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *partitions,
+                             char *errstr, size_t errstr_size)
+{
+    if (hc_kafka_is_incremental(rk)) {
+        return take_assign_error("incremental assign", rd_kafka_incremental_assign(rk, partitions),
+                                 errstr, errstr_size);
+    }
+    rd_kafka_resp_err_t rerr = rd_kafka_assign(rk, partitions);
+    if (rerr) {
+        hc_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(rerr));
+        return HC_ERR_FATAL;
+    }
+    return HC_OK;
+}
+
+hc_err_t hc_kafka_assign_remove(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *partitions,
+                                char *errstr, size_t errstr_size)
+{
+    if (hc_kafka_is_incremental(rk)) {
+        return take_assign_error("incremental unassign",
+                                 rd_kafka_incremental_unassign(rk, partitions), errstr,
+                                 errstr_size);
+    }
+    rd_kafka_resp_err_t rerr = rd_kafka_assign(rk, NULL);
+    if (rerr) {
+        hc_errstr_set(errstr, errstr_size, "unassign: %s", rd_kafka_err2str(rerr));
+        return HC_ERR_FATAL;
+    }
+    return HC_OK;
+}
+
+hc_err_t hc_kafka_reposition(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *partitions,
+                             int timeout_ms, char *errstr, size_t errstr_size)
+{
+    if (!hc_kafka_is_incremental(rk)) {
+        /* the eager way: the whole assignment replaced, fetch positions with it */
+        return hc_kafka_assign_add(rk, partitions, errstr, errstr_size);
+    }
+    /* Under incremental rebalancing rd_kafka_assign is refused, and an unassign outside the
+     * group's rebalance would tell the group nothing: seek instead. A seek discards what was
+     * fetched before it (librdkafka's op version), as a re-assign does. "No offset" means the
+     * first one here, as auto.offset.reset=earliest would. */
+    for (int i = 0; i < partitions->cnt; i++) {
+        if (partitions->elems[i].offset < 0 &&
+            partitions->elems[i].offset != RD_KAFKA_OFFSET_BEGINNING) {
+            partitions->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
+        }
+    }
+    hc_err_t err = take_assign_error("seek", rd_kafka_seek_partitions(rk, partitions, timeout_ms),
+                                     errstr, errstr_size);
+    for (int i = 0; err == HC_OK && i < partitions->cnt; i++) {
+        if (partitions->elems[i].err) {
+            hc_errstr_set(errstr, errstr_size, "seek %s/%" PRId32 ": %s",
+                          partitions->elems[i].topic, partitions->elems[i].partition,
+                          rd_kafka_err2str(partitions->elems[i].err));
+            err = HC_ERR_FATAL;
+        }
+    }
+    return err;
+}
+
+bool hc_kafka_consumer_close_bounded(rd_kafka_t *rk, int64_t timeout_ms,
+                                     hc_kafka_rebalance_fn rebalance, void *opaque)
+{
+    rd_kafka_queue_t *rkqu = rd_kafka_queue_new(rk);
+    rd_kafka_error_t *error = rd_kafka_consumer_close_queue(rk, rkqu);
+    bool closed = false;
+    if (error) {
+        hc_log(HC_LOG_WARN, rd_kafka_name(rk), "consumer close: %s", rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+    } else {
+        int64_t until = hc_now_ms() + timeout_ms;
+        for (;;) {
+            closed = rd_kafka_consumer_closed(rk);
+            int64_t left = until - hc_now_ms();
+            if (closed || left <= 0) {
+                break;
+            }
+            /* The close's revoke comes as an event on this queue, not through the configured
+             * callback: the close waits until it has been served like one. */
+            rd_kafka_event_t *ev = rd_kafka_queue_poll(rkqu, left < 100 ? (int)left : 100);
+            if (ev && rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
+                rebalance(rk, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev),
+                          opaque);
+            }
+            if (ev) {
+                rd_kafka_event_destroy(ev);
+            }
+        }
+    }
+    rd_kafka_queue_destroy(rkqu);
+    return closed;
+}
+
+void hc_kafka_consumer_destroy(rd_kafka_t *rk, bool abandoned)
+{
+    if (rk == NULL) {
+        return;
+    }
+    if (abandoned) {
+        /* rd_kafka_destroy, even with RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE, waits for a close
+         * that has begun (seen hanging for good on a revoke left unserved on the close's
+         * queue): the process is stopping, and its exit frees what this leaves. */
+        hc_log(HC_LOG_WARN, rd_kafka_name(rk), "consumer left to the process exit");
+        return;
+    }
+    rd_kafka_destroy(rk);
 }

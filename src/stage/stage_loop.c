@@ -12,6 +12,12 @@
 #define CLOCK_EVERY 32
 /* the longest the poll waits when no deadline is nearer: how soon *stop is seen */
 #define POLL_MAX_MS 100
+/* The consumer close at the end of a run: LeaveGroup's round trip and the last revoke, whose
+ * window `stopping` has closed already (so it commits or stores nothing more). Past it the
+ * close is abandoned, the consumer left to the process exit (hc_kafka_consumer_destroy), and the
+ * group times the member out: a LeaveGroup stuck behind a JoinGroup that the broker holds for a
+ * member that does not answer must not keep a stage from exiting. */
+#define CLOSE_MS 5000
 
 static atomic_int_fast64_t *assigned_gauge(hc_stage_loop_t *loop)
 {
@@ -27,32 +33,46 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
     return 0;
 }
 
+/* Eager rebalances (classic protocol, range assignor) revoke everything, then hand out a whole
+ * new assignment; incremental ones (group.protocol=consumer) add and take away increments, so
+ * the count and the stage's hooks work per list, and the assignment calls are the incremental
+ * ones (hc_kafka_assign_add/remove choose). */
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *partitions, void *opaque)
 {
     hc_stage_loop_t *loop = opaque;
     const hc_stage_loop_ops_t *ops = loop->opts.ops;
+    bool incremental = hc_kafka_is_incremental(rk);
     char errstr[512] = "";
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        hc_log(HC_LOG_INFO, loop->name, "assigned %d partitions", partitions->cnt);
+        hc_log(HC_LOG_INFO, loop->name, "assigned %d partitions%s", partitions->cnt,
+               incremental ? " more" : "");
         hc_err_t ret = HC_OK;
         if (hc_stage_loop_failed(loop)) {
             ret = loop->latched; /* the loop stops at its next poll: take nothing on */
         } else if (ops->assign) {
             ret = ops->assign(loop->opts.stage, rk, partitions, errstr, sizeof(errstr));
         } else {
-            rd_kafka_resp_err_t rerr = rd_kafka_assign(rk, partitions);
-            if (rerr) {
-                hc_errstr_set(errstr, sizeof(errstr), "assign: %s", rd_kafka_err2str(rerr));
-                ret = HC_ERR_FATAL;
-            }
+            ret = hc_kafka_assign_add(rk, partitions, errstr, sizeof(errstr));
         }
         if (ret != HC_OK) {
             hc_stage_loop_fail(loop, ret, errstr);
-            rd_kafka_assign(rk, NULL);
+            if (incremental) {
+                /* whatever of the increment the hook took; an error says it took none */
+                rd_kafka_error_t *error = rd_kafka_incremental_unassign(rk, partitions);
+                if (error) {
+                    rd_kafka_error_destroy(error);
+                }
+            } else {
+                rd_kafka_assign(rk, NULL);
+            }
             return;
         }
-        atomic_store(&loop->assigned, partitions->cnt);
+        if (incremental) {
+            atomic_fetch_add(&loop->assigned, partitions->cnt);
+        } else {
+            atomic_store(&loop->assigned, partitions->cnt);
+        }
         hc_metric_add(*assigned_gauge(loop), partitions->cnt);
         return;
     }
@@ -65,8 +85,12 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         }
     }
     hc_log(HC_LOG_INFO, loop->name, "revoked %d partitions", partitions->cnt);
-    rd_kafka_assign(rk, NULL);
-    hc_metric_add(*assigned_gauge(loop), -atomic_exchange(&loop->assigned, 0));
+    if (hc_kafka_assign_remove(rk, partitions, errstr, sizeof(errstr)) != HC_OK) {
+        hc_stage_loop_fail(loop, HC_ERR_FATAL, errstr);
+    }
+    int gone = incremental ? partitions->cnt : atomic_load(&loop->assigned);
+    atomic_fetch_sub(&loop->assigned, gone);
+    hc_metric_add(*assigned_gauge(loop), -gone);
 }
 
 hc_err_t hc_stage_loop_init(hc_stage_loop_t *loop, const hc_config_t *cfg, hc_metrics_t *metrics,
@@ -80,7 +104,9 @@ hc_err_t hc_stage_loop_init(hc_stage_loop_t *loop, const hc_config_t *cfg, hc_me
     snprintf(loop->name, sizeof(loop->name), "%s%s", prefix,
              opts->instance_id ? opts->instance_id : cfg->instance_id);
     loop->instance_id = loop->name + strlen(prefix);
+    /* static membership: the replica's instance id is its member id across restarts */
     hc_kafka_opts_t copts = {.group_id = opts->group_id,
+                             .group_instance_id = cfg->group_static ? loop->instance_id : NULL,
                              .rebalance_cb = rebalance_cb,
                              .stats_cb = stats_cb,
                              .opaque = loop};
@@ -91,7 +117,7 @@ hc_err_t hc_stage_loop_init(hc_stage_loop_t *loop, const hc_config_t *cfg, hc_me
 void hc_stage_loop_fini(hc_stage_loop_t *loop)
 {
     if (loop->consumer) {
-        rd_kafka_destroy(loop->consumer);
+        hc_kafka_consumer_destroy(loop->consumer, loop->close_abandoned);
         loop->consumer = NULL;
     }
 }
@@ -101,6 +127,19 @@ void hc_stage_loop_watch(hc_stage_loop_t *loop, rd_kafka_t *rk)
     for (int i = 0; i < HC_STAGE_LOOP_WATCH_MAX; i++) {
         if (!loop->watched[i]) {
             loop->watched[i] = rk;
+            return;
+        }
+    }
+}
+
+void hc_stage_loop_unwatch(hc_stage_loop_t *loop, rd_kafka_t *rk)
+{
+    for (int i = 0; i < HC_STAGE_LOOP_WATCH_MAX; i++) {
+        if (loop->watched[i] == rk) {
+            /* keep the array dense: fatal_check stops at the first empty slot */
+            memmove(&loop->watched[i], &loop->watched[i + 1],
+                    (size_t)(HC_STAGE_LOOP_WATCH_MAX - i - 1) * sizeof(loop->watched[0]));
+            loop->watched[HC_STAGE_LOOP_WATCH_MAX - 1] = NULL;
             return;
         }
     }
@@ -269,8 +308,14 @@ hc_err_t hc_stage_loop_run(hc_stage_loop_t *loop, const atomic_bool *stop, char 
         }
         /* latched before the close: its revoke must see a failed stage and commit nothing */
         hc_stage_loop_fail(loop, err, errstr);
-        /* leaves the group */
-        rd_kafka_consumer_close(loop->consumer);
+        /* leaves the group (a static member does not: the group keeps its partitions for it
+         * until its session times out, so a restart within that takes them back unmoved) */
+        loop->close_abandoned =
+            !hc_kafka_consumer_close_bounded(loop->consumer, CLOSE_MS, rebalance_cb, loop);
+        if (loop->close_abandoned) {
+            hc_log_event(HC_LOG_WARN, loop->name, "consumer_close_timeout",
+                         HC_LOG_INT("timeout_ms", CLOSE_MS));
+        }
         if (err == HC_OK && hc_stage_loop_failed(loop)) {
             hc_errstr_set(errstr, errstr_size, "%s", loop->latched_errstr);
             err = loop->latched; /* the close's revoke failed */

@@ -15,8 +15,15 @@
 # Then the end-of-run checks of tests/faults/lib.sh: verify, oracle, tally.py 0 lost and 0
 # duplicated. Last line: scale STAGE STORE: N events, C cycles (R rebalances), L lost, D duplicated
 #
+# HC_SCALE_RESTART=1 adds a rolling restart to each cycle: with three processes up, the second
+# one stops (SIGTERM) and starts again with the same instance.id, and all three must hold
+# partitions and finish a window again. HC_SCALE_PAUSES=1 prints stage 1's processing pause per
+# step (scale-up, scale-down, restart) from its committed manifests (tests/faults/pauses.py),
+# one "pause LABEL MS PARTITION" line each; a pause is measured, not asserted.
+#
 # Environment: HC_FAULT_EVENTS, HC_FAULT_SECONDS, HC_FAULT_SEED, HC_FAULT_TIMEOUT (default stream
-# + 120 s), HC_FAULT_KEEP=1.
+# + 120 s), HC_FAULT_KEEP=1, HC_SCALE_RESTART, HC_SCALE_PAUSES, and the group knobs of lib.sh
+# (HC_GROUP_PROTOCOL=classic|consumer, HC_GROUP_STATIC=1).
 set -Eeuo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,11 +36,15 @@ cycles=${4:-2}
 case "$which" in stage1) stages=(stage1) ;; stage2) stages=(stage2) ;; both) stages=(stage1 stage2) ;; *) usage ;; esac
 [[ "$cycles" =~ ^[1-9][0-9]*$ ]] || usage
 
-hcf_stream 1000000 $((6 * cycles * ${#stages[@]} + 6))
+per_cycle=6
+[ -z "${HC_SCALE_RESTART:-}" ] || per_cycle=10
+hcf_stream 1000000 $((per_cycle * cycles * ${#stages[@]} + 6))
 
 HCF_TILING=1
 hcf_init scale "$1" "$store_kind"
-hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 120))}"
+extra=0
+[ -z "${HC_SCALE_PAUSES:-}" ] || extra=60 # reading the manifests for the pauses, and settling
+hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 120 + extra))}"
 
 holds_all() { # id partitions: it alone holds every partition
     [ "$(assigned "$1")" -eq "$2" ]
@@ -53,6 +64,17 @@ flowing() { # what: the producer must still run
     ours "$producer" || fail "the stream ended before $1 (raise HC_FAULT_SECONDS or lower HC_FAULT_EVENTS)"
 }
 declare -A mark=()
+step() { # label: a step of stage 1 begins now (for pauses.py)
+    [ "$st" = stage1 ] || return 0
+    printf '%s %s\n' "$1" "$(date +%s%3N)" >>"$work/steps"
+}
+settle() { # ids...: with HC_SCALE_PAUSES, until each finished 10 more windows (about 3 s), so
+    # that one step's stall has ended before the next step begins and is measured alone
+    [ -n "${HC_SCALE_PAUSES:-}" ] || return 0
+    local id
+    for id in "$@"; do set_mark "$id"; mark[$id]=$((mark[$id] + 9)); done
+    wait_for 60 0.1 each_windowed "$@" || fail "$st: no steady windows after a step"
+}
 
 start_stage stage1 s1-a
 start_stage stage2 s2-a
@@ -71,6 +93,7 @@ for st in "${stages[@]}"; do
         set_mark "s$p-a"
         wait_for 30 0.1 each_windowed "s$p-a" || fail "s$p-a finished no window (stream stalled?)"
         flowing "scale-up $c of $st"
+        step "up-$c"
         start_stage "$st" "s$p-b"
         start_stage "$st" "s$p-c"
         wait_for 60 0.2 all_hold "s$p-a" "s$p-b" "s$p-c" || fail "$st: not all three hold partitions within 60 s"
@@ -78,21 +101,41 @@ for st in "${stages[@]}"; do
         wait_for 30 0.1 each_windowed "s$p-a" "s$p-b" "s$p-c" ||
             fail "$st: not each of three processes finished a window within 30 s"
         rebalances=$((rebalances + 1))
+        settle "s$p-a" "s$p-b" "s$p-c"
         say "cycle $c of $st at +$(elapsed) s: 3 processes hold $(assigned "s$p-a")+$(assigned "s$p-b")+$(assigned "s$p-c") partitions, each finished a window"
+        if [ -n "${HC_SCALE_RESTART:-}" ]; then
+            flowing "restart $c of $st"
+            step "restart-$c"
+            stop_stage "s$p-b"
+            start_stage "$st" "s$p-b"
+            wait_for 60 0.2 all_hold "s$p-a" "s$p-b" "s$p-c" || fail "$st: not all three hold partitions within 60 s of the restart"
+            for id in "s$p-a" "s$p-b" "s$p-c"; do set_mark "$id"; done
+            wait_for 30 0.1 each_windowed "s$p-a" "s$p-b" "s$p-c" ||
+                fail "$st: not each of three processes finished a window within 30 s of the restart"
+            settle "s$p-a" "s$p-b" "s$p-c"
+            say "cycle $c of $st at +$(elapsed) s: s$p-b restarted, 3 processes hold partitions again"
+        fi
         # down: 3 -> 1
         flowing "scale-down $c of $st"
+        step "down-$c"
         stop_stage "s$p-b"
         stop_stage "s$p-c"
         wait_for 60 0.2 holds_all "s$p-a" "$total" || fail "$st: s$p-a does not hold all $total partitions within 60 s"
         set_mark "s$p-a"
         wait_for 30 0.1 each_windowed "s$p-a" || fail "s$p-a finished no window after the scale-down"
         rebalances=$((rebalances + 1))
+        settle "s$p-a"
         say "cycle $c of $st at +$(elapsed) s: back to 1 process holding all $total partitions"
     done
 done
 
 producer_done
 hcf_finish "$events"
+if [ -n "${HC_SCALE_PAUSES:-}" ] && [ -s "$work/steps" ]; then
+    run_waiting python3 "$here/pauses.py" --brokers "$HC_TEST_BROKERS" --raw "f$run.raw" \
+        --manifest "f$run.manifest" --steps "$work/steps" ||
+        say "pauses: a step had no window after it"
+fi
 say "scale $which $store_kind: $events events, $cycles cycles ($rebalances rebalances), $lost lost, $duplicated duplicated"
 say "wall time $(elapsed) s"
 hcf_pass

@@ -7,8 +7,11 @@
  * then kafka.consumer.* / kafka.producer.*. The settings exactly-once depends on (isolation
  * level, auto commit and offset store, auto.offset.reset, transactional id, idempotence and
  * acks, the eager assignor, group ids, partition EOF, delivery reports) are hotcount's: an
- * override of any of them is refused (hc_kafka_check_overrides). The transactional producer's
- * transaction.timeout.ms and message.timeout.ms are cfg->timeouts' (hotcount/timeouts.h).
+ * override of any of them is refused (hc_kafka_check_overrides). The stage consumers' group
+ * protocol is the group.protocol key's (classic: the eager range assignor; consumer: KIP-848,
+ * no assignor, the classic session settings refused) and their group.instance.id group.static's.
+ * The transactional producer's transaction.timeout.ms and message.timeout.ms are cfg->timeouts'
+ * (hotcount/timeouts.h).
  *
  * librdkafka's log lines are routed into hc_log (area "rdkafka"). */
 #ifndef HOTCOUNT_KAFKA_H
@@ -23,7 +26,7 @@
 
 /* Which client a stage or command needs. */
 typedef enum hc_kafka_role {
-    HC_KAFKA_ROLE_STAGE1_CONSUMER, /* likes.raw, manual offsets, eager assignor */
+    HC_KAFKA_ROLE_STAGE1_CONSUMER, /* likes.raw, manual offsets, group.protocol's rebalancing */
     HC_KAFKA_ROLE_STAGE2_CONSUMER, /* likes.partials, read_committed, offsets from the store */
     HC_KAFKA_ROLE_TXN_PRODUCER,    /* stage 1's transactional producer */
     HC_KAFKA_ROLE_PRODUCER,        /* load generator / changelog: idempotent, acks=all */
@@ -31,12 +34,17 @@ typedef enum hc_kafka_role {
     HC_KAFKA_ROLE_ADMIN,           /* init */
 } hc_kafka_role_t;
 
+/* A rebalance callback, as librdkafka calls it. */
+typedef void (*hc_kafka_rebalance_fn)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                      rd_kafka_topic_partition_list_t *partitions, void *opaque);
+
 typedef struct hc_kafka_opts {
     const char *group_id;         /* consumers with a group */
     const char *transactional_id; /* HC_KAFKA_ROLE_TXN_PRODUCER */
+    /* the stage consumers' group.instance.id (static membership, group.static=1); NULL: none */
+    const char *group_instance_id;
     /* Called from rd_kafka_consumer_poll on the polling thread; opaque is passed back. */
-    void (*rebalance_cb)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                         rd_kafka_topic_partition_list_t *partitions, void *opaque);
+    hc_kafka_rebalance_fn rebalance_cb;
     void (*dr_msg_cb)(rd_kafka_t *rk, const rd_kafka_message_t *rkmessage, void *opaque);
     /* librdkafka statistics (JSON), every statistics.interval.ms; returns 0 (librdkafka then
      * frees json). Called from the polling thread. */
@@ -77,6 +85,48 @@ hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size);
  * SIGSTOP runs). A caller told no re-assigns at the next assignment instead, and trusts no
  * message fetched until then. */
 bool hc_kafka_may_reassign(rd_kafka_t *rk);
+
+/* Whether cfg's stage consumers use the consumer group protocol of KIP-848
+ * (group.protocol=consumer): the broker assigns, rebalances are incremental, and the classic
+ * protocol's settings (session.timeout.ms, heartbeat.interval.ms,
+ * partition.assignment.strategy, group.protocol.type) are refused. */
+bool hc_kafka_group_protocol_is_consumer(const hc_config_t *cfg);
+
+/* Whether rk's group hands out increments (rd_kafka_rebalance_protocol() "COOPERATIVE": the
+ * consumer protocol, or a cooperative assignor): a rebalance callback's list is what is added
+ * or taken away, not the whole assignment. "EAGER" and "NONE" (not joined yet): false. */
+bool hc_kafka_is_incremental(rd_kafka_t *rk);
+
+/* The assignment calls of a rebalance callback for either kind of rebalance. add: the
+ * increment (incremental) or the new whole assignment (eager; offsets in the list are where
+ * fetching starts). remove: the revoked increment, or everything (eager). HC_ERR_FATAL with
+ * errstr when librdkafka refuses. Consumer's polling thread. */
+hc_err_t hc_kafka_assign_add(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *partitions,
+                             char *errstr, size_t errstr_size);
+hc_err_t hc_kafka_assign_remove(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *partitions,
+                                char *errstr, size_t errstr_size);
+
+/* Moves the fetch positions of `partitions` (all of them assigned) to their offsets in the
+ * list, dropping whatever was fetched beyond: a re-assign of the list under an eager protocol
+ * (the list must then be the whole assignment), a seek (bounded by timeout_ms) under an
+ * incremental one, where a negative offset other than RD_KAFKA_OFFSET_BEGINNING is rewritten to
+ * it in the list. HC_ERR_FATAL with errstr on failure. Polling thread. */
+hc_err_t hc_kafka_reposition(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *partitions,
+                             int timeout_ms, char *errstr, size_t errstr_size);
+
+/* Closes a group consumer (leaves the group; the last revoke is served from inside, on the
+ * calling thread, by `rebalance` with `opaque`: the consumer's own rebalance callback) but
+ * waits at most timeout_ms: a LeaveGroup queued behind a JoinGroup that the broker
+ * holds (a member that does not answer) would otherwise block rd_kafka_consumer_close for the
+ * whole rebalance. Returns whether the close finished; pass that to hc_kafka_consumer_destroy. */
+bool hc_kafka_consumer_close_bounded(rd_kafka_t *rk, int64_t timeout_ms,
+                                     hc_kafka_rebalance_fn rebalance, void *opaque);
+
+/* Destroys a group consumer (NULL: nothing). abandoned: hc_kafka_consumer_close_bounded gave
+ * up on its close; then rk is not destroyed at all (librdkafka's destroy would wait for the
+ * close it began, without a bound), only left for the process exit, and the group times the
+ * member out. Call it only when the process is about to end. */
+void hc_kafka_consumer_destroy(rd_kafka_t *rk, bool abandoned);
 
 /* Destroys a HC_KAFKA_ROLE_READER client (NULL: nothing). A reader joins no group, so it skips
  * the consumer close that rd_kafka_destroy would run: that close waits on the brokers (seen

@@ -92,6 +92,8 @@ typedef struct hc_stage_loop {
      * commit from the revoke its close triggers */
     hc_err_t latched;
     char latched_errstr[512];
+    /* the consumer close did not finish within its bound: the consumer is left to the exit */
+    bool close_abandoned;
 } hc_stage_loop_t;
 
 /* Creates the consumer for opts->role with the loop's rebalance and statistics callbacks (the
@@ -99,11 +101,15 @@ typedef struct hc_stage_loop {
  * safe) and errstr names the bad property. cfg and metrics are borrowed. */
 hc_err_t hc_stage_loop_init(hc_stage_loop_t *loop, const hc_config_t *cfg, hc_metrics_t *metrics,
                             const hc_stage_loop_opts_t *opts, char *errstr, size_t errstr_size);
-/* Destroys the consumer. Accepts a zeroed loop. Before the clients the stage's hooks use. */
+/* Destroys the consumer (after a run whose consumer close was abandoned, leaves it to the process
+ * exit: hc_kafka_consumer_destroy). Accepts a zeroed loop. Before the clients the stage's hooks
+ * use. */
 void hc_stage_loop_fini(hc_stage_loop_t *loop);
 
 /* Adds a client (borrowed, e.g. stage 1's producer) whose fatal error stops the loop. */
 void hc_stage_loop_watch(hc_stage_loop_t *loop, rd_kafka_t *rk);
+/* Removes a watched client (before the stage destroys it, e.g. stage 1 replacing its producer). */
+void hc_stage_loop_unwatch(hc_stage_loop_t *loop, rd_kafka_t *rk);
 
 /* Runs the loop above until *stop (borrowed, read by hooks through
  * hc_stage_loop_stop_requested) or an error. Returns HC_OK after a clean stop, or the first
