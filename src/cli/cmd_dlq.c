@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_time.h"
 #include "cmds.h"
 #include "escape.h"
 #include "hotcount/dlq_replay.h"
@@ -19,74 +20,6 @@
 
 #define HOUR_MS 3600000LL
 #define TIME_NONE INT64_MIN
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (no timegm: it is not C11). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-/* A time: milliseconds since the epoch, or UTC "YYYY-MM-DD[THH:MM[:SS]][Z]". */
-static bool parse_time(const char *s, int64_t *ms)
-{
-    char *end = NULL;
-    long long v = strtoll(s, &end, 10);
-    if (*s && end && *end == '\0') {
-        *ms = v;
-        return true;
-    }
-    int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, n = 0;
-    if (sscanf(s, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3) {
-        return false;
-    }
-    const char *rest = s + n;
-    if (*rest == 'T' || *rest == ' ') {
-        int k = 0;
-        if (sscanf(rest + 1, "%2d:%2d%n", &h, &mi, &k) != 2) {
-            return false;
-        }
-        rest += 1 + k;
-        if (*rest == ':') {
-            if (sscanf(rest + 1, "%2d%n", &sec, &k) != 1) {
-                return false;
-            }
-            rest += 1 + k;
-        }
-    }
-    if (*rest == 'Z') {
-        rest++;
-    }
-    if (*rest || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) {
-        return false;
-    }
-    *ms = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000LL + sec * 1000LL;
-    return true;
-}
-
-/* "YYYY-MM-DDTHH:MM:SS.mmmZ" of ms into out (40 bytes; years past 9999 wrap). */
-static const char *format_time(int64_t ms, char *out, size_t size)
-{
-    if (ms < 0) {
-        snprintf(out, size, "-");
-        return out;
-    }
-    int64_t days = ms / 86400000LL, rem = ms % 86400000LL;
-    /* civil from days (the inverse of days_from_civil) */
-    int64_t z = days + 719468, era = z / 146097, doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
-    int64_t d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
-    int64_t y = yoe + era * 400 + (m <= 2);
-    snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", (int)(y % 10000), (int)m, (int)d,
-             (int)(rem / 3600000), (int)(rem / 60000 % 60), (int)(rem / 1000 % 60),
-             (int)(rem % 1000));
-    return out;
-}
 
 static const hc_cli_opt_t dlq_opts[] = {
     {"json", 0, NULL, "JSON output: list one object, show one object per record"},
@@ -167,7 +100,7 @@ static void show_one(const dlq_ctx_t *ctx, const hc_dead_letter_t *dl, const cha
                   sizeof(replayed));
     hc_cli_escape(dl->key ? dl->key : "", dl->key_len, key, ksize);
     hc_cli_escape(dl->value ? dl->value : "", dl->value_len, value, vsize);
-    format_time(dl->timestamp_ms, when, sizeof(when));
+    hc_cli_format_time(dl->timestamp_ms, true, when, sizeof(when));
     if (ctx->json) {
         json_t *obj = json_pack("{s:s,s:i,s:I,s:I,s:s,s:s,s:s,s:s,s:s,s:I}", "topic", ctx->topic,
                                 "partition", (int)dl->partition, "offset", (json_int_t)dl->offset,
@@ -214,7 +147,7 @@ static hc_err_t on_dead_letter(const hc_dead_letter_t *dl, void *opaque)
     bump(ctx->by_reason, reason);
     char hour[40] = "-";
     if (dl->timestamp_ms >= 0) {
-        format_time(dl->timestamp_ms / HOUR_MS * HOUR_MS, hour, sizeof(hour));
+        hc_cli_format_time(dl->timestamp_ms / HOUR_MS * HOUR_MS, true, hour, sizeof(hour));
         memcpy(hour + 13, ":00Z", 5); /* "YYYY-MM-DDTHH:00Z" */
     }
     json_t *h = json_object_get(ctx->by_hour, hour);
@@ -374,9 +307,9 @@ int hc_cmd_dlq(int argc, char **argv)
     }
     ctx.filter.reason = hc_cli_has(&cli, "reason") ? hc_cli_str(&cli, "reason", NULL) : NULL;
     if ((hc_cli_has(&cli, "since") &&
-         !parse_time(hc_cli_str(&cli, "since", ""), &ctx.filter.since)) ||
+         !hc_cli_parse_time(hc_cli_str(&cli, "since", ""), &ctx.filter.since)) ||
         (hc_cli_has(&cli, "until") &&
-         !parse_time(hc_cli_str(&cli, "until", ""), &ctx.filter.until))) {
+         !hc_cli_parse_time(hc_cli_str(&cli, "until", ""), &ctx.filter.until))) {
         hc_cli_error(&cli, "--since/--until: a time is ms since the epoch or UTC "
                            "YYYY-MM-DD[THH:MM[:SS]][Z]");
         goto done;

@@ -14,8 +14,8 @@ static const hc_cli_opt_t init_opts[] = {
 
 static const hc_cli_cmd_t init_cmd = {
     "init", "",
-    "Creates topic.raw, topic.partials, topic.dlq, topic.counts (if set; compacted) and "
-    "topic.manifest (if set) with "
+    "Creates topic.raw, topic.partials, topic.dlq, topic.counts (if set; compacted), "
+    "topic.manifest (if set) and topic.hotkeys (if set; compacted) with "
     "topic.<name>.partitions partitions and topic.replication.factor, and the store schema. "
     "Existing topics and tables are left as they are.",
     init_opts};

@@ -16,6 +16,7 @@ int hc_cmd_config(int argc, char **argv);
 int hc_cmd_serve(int argc, char **argv);
 int hc_cmd_status(int argc, char **argv);
 int hc_cmd_dlq(int argc, char **argv);
+int hc_cmd_hotkeys(int argc, char **argv);
 /* hotcount --version (-V): versions of hotcount and of every library it runs with. */
 int hc_cmd_version(int argc, char **argv);
 

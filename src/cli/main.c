@@ -26,6 +26,7 @@ static const command_t commands[] = {
     {"serve", hc_cmd_serve, "HTTP read API over the store, with a live page"},
     {"status", hc_cmd_status, "health of both stages, their lag, the store and the DLQ"},
     {"dlq", hc_cmd_dlq, "list or show the dead letters in topic.dlq"},
+    {"hotkeys", hc_cmd_hotkeys, "list the hot posts (topic.hotkeys); declare or undeclare one"},
 };
 
 static void usage(FILE *out)

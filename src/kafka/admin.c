@@ -12,7 +12,7 @@ typedef struct topic_spec {
     bool compacted;
 } topic_spec_t;
 
-#define MAX_TOPICS 5
+#define MAX_TOPICS 6
 
 static size_t topic_specs(const hc_config_t *cfg, topic_spec_t specs[MAX_TOPICS])
 {
@@ -25,6 +25,10 @@ static size_t topic_specs(const hc_config_t *cfg, topic_spec_t specs[MAX_TOPICS]
     }
     if (cfg->topic_manifest[0]) {
         specs[n++] = (topic_spec_t){cfg->topic_manifest, cfg->topic_manifest_partitions, false};
+    }
+    /* compacted: the last record per post and source is the current state (docs/FORMATS.md) */
+    if (cfg->topic_hotkeys[0]) {
+        specs[n++] = (topic_spec_t){cfg->topic_hotkeys, cfg->topic_hotkeys_partitions, true};
     }
     return n;
 }

@@ -9,9 +9,10 @@
 #include "hotcount/config.h"
 #include "hotcount/err.h"
 
-/* Creates topic.raw, topic.partials, topic.dlq and, when set, topic.counts (compacted) and
- * topic.manifest with the configured partitions and replication factor. A topic that exists
- * already is left as it is (reported through the log if its partition count differs).
+/* Creates topic.raw, topic.partials, topic.dlq and, when set, topic.counts (compacted),
+ * topic.manifest and topic.hotkeys (compacted) with the configured partitions and replication
+ * factor. A topic that exists already is left as it is (reported through the log if its
+ * partition count differs).
  * HC_ERR_TRANSIENT when the cluster cannot be reached within timeout_ms. */
 hc_err_t hc_admin_create_topics(const hc_config_t *cfg, int timeout_ms, char *errstr,
                                 size_t errstr_size);
