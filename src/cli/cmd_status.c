@@ -22,6 +22,7 @@
 #include "hotcount/log.h"
 #include "hotcount/redact.h"
 #include "hotcount/store.h"
+#include "hotcount/timeouts.h"
 #include "hotcount/topic_read.h"
 
 /* Causes, as they appear in "causes" (stable names: scripts and alerts match them):
@@ -31,7 +32,10 @@
  *   stageN_lag                       the stage's lag is above --max-lag
  *   stageN_metrics_unreachable       --stageN was given and its /metrics did not answer
  *   stageN_stalled                   input has waited longer than --max-age for a flush
- *   store_unreachable                the store could not be opened or read */
+ *   store_unreachable                the store could not be opened or read
+ *   transaction_lingering            a partition hotcount writes transactionally has been held
+ *                                    by one open transaction longer than the producers'
+ *                                    transaction.timeout.ms (see transactions_json) */
 
 /* Stage 1's committed offsets. A stage 1 holds its offsets in a transaction for the moment of
  * its commit, and the broker then answers "unstable" for them: a few tries a short while apart
@@ -65,7 +69,8 @@ static const hc_cli_cmd_t status_cmd = {
     "status", "",
     "Reports both consumer groups (members, partitions, lag per partition and in total), stage "
     "2's stored offsets against the partials log end, the stages' unflushed input age from "
-    "their metrics, the store's reachability and round trip and the dead letters by reason. "
+    "their metrics, the partitions held by open or lingering transactions, the store's "
+    "reachability and round trip and the dead letters by reason. "
     "Exit 0 healthy, 1 degraded (each cause named).",
     status_opts};
 
@@ -275,6 +280,66 @@ static json_t *dlq_json(rd_kafka_t *rk, const hc_config_t *cfg, const status_opt
     return obj;
 }
 
+/* Open and lingering transactions of hotcount's transactional ids, as far as librdkafka can
+ * see them: it has no ListTransactions or DescribeTransactions, so what is measured is what a
+ * transaction holds, per partition of each topic hotcount writes inside transactions
+ * (topic.partials and topic.manifest: stage 1's <group.stage1>-<instance.id>; topic.dlq: stage
+ * 1's dead letters; topic.raw: `dlq replay`'s <group.stage1>-dlq-replay, and any transactional
+ * producer upstream, which stalls stage 1 all the same). A partition whose last stable offset
+ * lags its high watermark is held by an open transaction: normal for the moment of a commit.
+ * One held by a transaction that began longer ago than transaction.timeout.ms is lingering: no
+ * healthy producer of hotcount keeps one open that long (flush.ms is at most half of it), the
+ * coordinator aborts such a transaction within its cleanup interval, and one it never aborts (a
+ * hanging transaction) stops every read_committed reader of the partition for good. */
+static json_t *transactions_json(rd_kafka_t *rk, const hc_config_t *cfg, const status_opts_t *o,
+                                 json_t *causes)
+{
+    hc_timeouts_t scratch;
+    int64_t txn_timeout_ms = hc_timeouts_of(cfg, &scratch)->txn_timeout_ms;
+    const char *topics[] = {cfg->topic_partials, cfg->topic_manifest, cfg->topic_dlq,
+                            cfg->topic_raw};
+    json_t *held = json_array();
+    json_t *errors = json_array();
+    int64_t open = 0, lingering = 0;
+    int64_t older_than_ms = hc_wall_ms() - txn_timeout_ms;
+    for (size_t t = 0; t < sizeof(topics) / sizeof(topics[0]); t++) {
+        if (!topics[t] || !*topics[t]) {
+            continue; /* topic.manifest "" = off */
+        }
+        char errstr[512];
+        hc_held_partition_t *hp = NULL;
+        size_t n = 0;
+        if (hc_topic_held_partitions(rk, topics[t], older_than_ms, o->timeout_ms, &hp, &n, errstr,
+                                     sizeof(errstr)) != HC_OK) {
+            hc_redact_config_secrets(errstr, sizeof(errstr), cfg);
+            json_array_append_new(errors, json_string(errstr));
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            open++;
+            lingering += hp[i].lingering;
+            json_array_append_new(held,
+                                  json_pack("{s:s,s:i,s:I,s:I,s:I,s:b}", "topic", topics[t],
+                                            "partition", (int)hp[i].partition, "stable",
+                                            (json_int_t)hp[i].stable, "end", (json_int_t)hp[i].end,
+                                            "held", (json_int_t)(hp[i].end - hp[i].stable),
+                                            "lingering", hp[i].lingering));
+        }
+        free(hp);
+    }
+    if (lingering > 0) {
+        add_cause(causes, NULL, "transaction_lingering");
+    }
+    json_t *obj = json_pack("{s:I,s:I,s:I,s:o}", "timeout_ms", (json_int_t)txn_timeout_ms, "open",
+                            (json_int_t)open, "lingering", (json_int_t)lingering, "held", held);
+    if (json_array_size(errors) > 0) {
+        json_object_set_new(obj, "errors", errors);
+    } else {
+        json_decref(errors);
+    }
+    return obj;
+}
+
 static json_t *store_json(const hc_config_t *cfg, int count, int64_t *stored, bool *ok,
                           json_t *causes)
 {
@@ -388,6 +453,7 @@ store:;
             s2, "metrics", metrics_json("stage2", "2", hc_cli_str(cli, "stage2", NULL), o, causes));
         json_object_set_new(report, "stage2", s2);
         json_object_set_new(report, "dlq", dlq_json(rk, cfg, o));
+        json_object_set_new(report, "transactions", transactions_json(rk, cfg, o, causes));
     }
     json_object_set_new(report, "healthy", json_boolean(json_array_size(causes) == 0));
     json_object_set_new(report, "causes", causes);
@@ -505,6 +571,29 @@ static void print_text(const json_t *r)
                json_integer_value(json_object_get(st, "round_trip_ms")));
     } else {
         printf("store: unreachable (%s)\n", jstr(st, "error"));
+    }
+    json_t *tx = json_object_get(r, "transactions");
+    if (tx) {
+        json_int_t open = json_integer_value(json_object_get(tx, "open"));
+        printf("transactions: %" JSON_INTEGER_FORMAT " partition%s held open, %" JSON_INTEGER_FORMAT
+               " lingering (held past transaction.timeout.ms=%" JSON_INTEGER_FORMAT ")\n",
+               open, open == 1 ? "" : "s", json_integer_value(json_object_get(tx, "lingering")),
+               json_integer_value(json_object_get(tx, "timeout_ms")));
+        size_t j;
+        json_t *h;
+        json_array_foreach(json_object_get(tx, "held"), j, h)
+        {
+            printf("  %s/%" JSON_INTEGER_FORMAT "  stable %" JSON_INTEGER_FORMAT
+                   "  end %" JSON_INTEGER_FORMAT "%s\n",
+                   jstr(h, "topic"), json_integer_value(json_object_get(h, "partition")),
+                   json_integer_value(json_object_get(h, "stable")),
+                   json_integer_value(json_object_get(h, "end")),
+                   json_is_true(json_object_get(h, "lingering")) ? "  LINGERING" : "");
+        }
+        json_array_foreach(json_object_get(tx, "errors"), j, h)
+        {
+            printf("  unknown: %s\n", json_string_value(h));
+        }
     }
     json_t *d = json_object_get(r, "dlq");
     if (d) {

@@ -147,11 +147,10 @@ done:
     return err;
 }
 
-hc_err_t hc_topic_watermarks(rd_kafka_t *rk, const char *topic, int timeout_ms, int *count,
-                             int64_t **low, int64_t **high, char *errstr, size_t errstr_size)
+/* *n = the partition count of topic, from the cluster's metadata. */
+static hc_err_t partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms, int *n,
+                                char *errstr, size_t errstr_size)
 {
-    *count = 0;
-    *low = *high = NULL;
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t rerr = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
@@ -160,15 +159,26 @@ hc_err_t hc_topic_watermarks(rd_kafka_t *rk, const char *topic, int timeout_ms, 
         hc_errstr_set(errstr, errstr_size, "metadata for %s: %s", topic, rd_kafka_err2str(rerr));
         return HC_ERR_TRANSIENT;
     }
-    int n = md->topic_cnt == 1 && !md->topics[0].err ? md->topics[0].partition_cnt : -1;
-    if (n < 0) {
+    *n = md->topic_cnt == 1 && !md->topics[0].err ? md->topics[0].partition_cnt : -1;
+    if (*n < 0) {
         hc_errstr_set(errstr, errstr_size, "topic %s: %s", topic,
                       md->topic_cnt ? rd_kafka_err2str(md->topics[0].err) : "not found");
     }
     rd_kafka_metadata_destroy(md);
-    if (n < 0) {
-        return HC_ERR_FATAL;
+    return *n < 0 ? HC_ERR_FATAL : HC_OK;
+}
+
+hc_err_t hc_topic_watermarks(rd_kafka_t *rk, const char *topic, int timeout_ms, int *count,
+                             int64_t **low, int64_t **high, char *errstr, size_t errstr_size)
+{
+    *count = 0;
+    *low = *high = NULL;
+    int n = 0;
+    hc_err_t err = partition_count(rk, topic, timeout_ms, &n, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
     }
+    rd_kafka_resp_err_t rerr;
     int64_t *lo = calloc((size_t)n + 1, sizeof(*lo));
     int64_t *hi = calloc((size_t)n + 1, sizeof(*hi));
     if (!lo || !hi) {
@@ -262,6 +272,155 @@ done:
     rd_kafka_queue_destroy(q);
     return err;
 }
+
+#if RD_KAFKA_VERSION >= 0x020300ff
+/* out[p] = the offset ListOffsets answers for spec (an rd_kafka_OffsetSpec_t or a timestamp) of
+ * each partition p of topic marked in want (every partition when want is NULL), under isolation;
+ * -1 when the broker has none (a timestamp past every record). */
+static hc_err_t list_offsets(rd_kafka_t *rk, const char *topic, int n, const bool *want,
+                             int64_t spec, rd_kafka_IsolationLevel_t isolation, int timeout_ms,
+                             int64_t *out, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(n);
+    for (int p = 0; p < n; p++) {
+        out[p] = -1;
+        if (!want || want[p]) {
+            rd_kafka_topic_partition_list_add(parts, topic, p)->offset = spec;
+        }
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_LISTOFFSETS);
+    rd_kafka_event_t *rkev = NULL;
+    char ebuf[256];
+    hc_err_t err = HC_OK;
+    rd_kafka_error_t *error = rd_kafka_AdminOptions_set_isolation_level(opts, isolation);
+    if (error || rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, ebuf, sizeof(ebuf))) {
+        hc_errstr_set(errstr, errstr_size, "list offsets of %s: %s", topic,
+                      error ? rd_kafka_error_string(error) : ebuf);
+        rd_kafka_error_destroy(error);
+        err = HC_ERR_INVALID;
+        goto done;
+    }
+    if (parts->cnt == 0) {
+        goto done;
+    }
+    rd_kafka_ListOffsets(rk, parts, opts, q);
+    rkev = wait_result(q, RD_KAFKA_EVENT_LISTOFFSETS_RESULT, timeout_ms + 1000);
+    if (!rkev || rd_kafka_event_error(rkev)) {
+        hc_errstr_set(errstr, errstr_size, "list offsets of %s: %s", topic,
+                      rkev ? rd_kafka_event_error_string(rkev) : "no answer");
+        err = HC_ERR_TRANSIENT;
+        goto done;
+    }
+    size_t cnt = 0;
+    const rd_kafka_ListOffsetsResultInfo_t **infos =
+        rd_kafka_ListOffsets_result_infos(rd_kafka_event_ListOffsets_result(rkev), &cnt);
+    for (size_t i = 0; i < cnt; i++) {
+        const rd_kafka_topic_partition_t *tp =
+            rd_kafka_ListOffsetsResultInfo_topic_partition(infos[i]);
+        if (tp->err) {
+            hc_errstr_set(errstr, errstr_size, "list offsets of %s/%d: %s", topic,
+                          (int)tp->partition, rd_kafka_err2str(tp->err));
+            err = HC_ERR_TRANSIENT;
+            goto done;
+        }
+        if (tp->partition >= 0 && tp->partition < n) {
+            out[tp->partition] = tp->offset;
+        }
+    }
+done:
+    if (rkev) {
+        rd_kafka_event_destroy(rkev);
+    }
+    rd_kafka_AdminOptions_destroy(opts);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_topic_partition_list_destroy(parts);
+    return err;
+}
+
+hc_err_t hc_topic_held_partitions(rd_kafka_t *rk, const char *topic, int64_t older_than_ms,
+                                  int timeout_ms, hc_held_partition_t **held, size_t *count,
+                                  char *errstr, size_t errstr_size)
+{
+    *held = NULL;
+    *count = 0;
+    int n = 0;
+    hc_err_t err = partition_count(rk, topic, timeout_ms, &n, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    int64_t *stable = calloc((size_t)n + 1, sizeof(*stable));
+    int64_t *end = calloc((size_t)n + 1, sizeof(*end));
+    int64_t *at_time = calloc((size_t)n + 1, sizeof(*at_time));
+    bool *is_held = calloc((size_t)n + 1, sizeof(*is_held));
+    hc_held_partition_t *out = NULL;
+    if (!stable || !end || !at_time || !is_held) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        err = HC_ERR_FATAL;
+        goto done;
+    }
+    /* the stable offsets first: a transaction that ends between the two reads then shows as
+     * held for a moment, never one that began as unheld; and a moment's hold is no lingering */
+    err = list_offsets(rk, topic, n, NULL, RD_KAFKA_OFFSET_SPEC_LATEST,
+                       RD_KAFKA_ISOLATION_LEVEL_READ_COMMITTED, timeout_ms, stable, errstr,
+                       errstr_size);
+    if (err == HC_OK) {
+        err = list_offsets(rk, topic, n, NULL, RD_KAFKA_OFFSET_SPEC_LATEST,
+                           RD_KAFKA_ISOLATION_LEVEL_READ_UNCOMMITTED, timeout_ms, end, errstr,
+                           errstr_size);
+    }
+    size_t nheld = 0;
+    for (int p = 0; err == HC_OK && p < n; p++) {
+        is_held[p] = stable[p] >= 0 && end[p] > stable[p];
+        nheld += is_held[p];
+    }
+    /* the first offset written at or after older_than_ms, among the held partitions only */
+    if (err == HC_OK && nheld > 0) {
+        err = list_offsets(rk, topic, n, is_held, older_than_ms,
+                           RD_KAFKA_ISOLATION_LEVEL_READ_UNCOMMITTED, timeout_ms, at_time, errstr,
+                           errstr_size);
+    }
+    if (err != HC_OK || nheld == 0) {
+        goto done;
+    }
+    out = calloc(nheld, sizeof(*out));
+    if (!out) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        err = HC_ERR_FATAL;
+        goto done;
+    }
+    for (int p = 0; p < n; p++) {
+        if (is_held[p]) {
+            /* -1: no record that new at all, so the held one is older too */
+            out[*count] = (hc_held_partition_t){p, stable[p], end[p],
+                                                at_time[p] < 0 || at_time[p] > stable[p]};
+            (*count)++;
+        }
+    }
+    *held = out;
+done:
+    free(stable);
+    free(end);
+    free(at_time);
+    free(is_held);
+    return err;
+}
+#else
+hc_err_t hc_topic_held_partitions(rd_kafka_t *rk, const char *topic, int64_t older_than_ms,
+                                  int timeout_ms, hc_held_partition_t **held, size_t *count,
+                                  char *errstr, size_t errstr_size)
+{
+    (void)rk;
+    (void)older_than_ms;
+    (void)timeout_ms;
+    *held = NULL;
+    *count = 0;
+    hc_errstr_set(errstr, errstr_size,
+                  "%s: librdkafka %s has no ListOffsets with an isolation level (2.3 has)", topic,
+                  rd_kafka_version_str());
+    return HC_ERR_INVALID;
+}
+#endif
 
 typedef struct dl_ctx {
     hc_dead_letter_fn fn;

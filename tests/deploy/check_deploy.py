@@ -16,6 +16,9 @@ HOTCOUNT is the built binary (build/hotcount). What is checked:
     queries is in the table at the top of include/obs/hotcount/metrics.h (histograms with their
     _bucket/_sum/_count series), label names exist on that metric, and label values of the
     enumerated labels (result, outcome, stage) are ones the table lists.
+  * Runbook links: every alert of alerts.yml has a runbook_url annotation ending in
+    docs/RUNBOOK.md#ANCHOR; docs/RUNBOOK.md has that anchor (<a id="ANCHOR"></a>), and the
+    entry it opens (its next "## " heading) names the alert.
   * PromQL: `promtool check rules` on alerts.yml, `promtool check config` on prometheus.yml,
     `promtool test rules` on alerts_test.yml (on a copy of alerts.yml without annotations),
     and `promtool check rules` on the dashboard's queries wrapped as recording rules.
@@ -970,6 +973,46 @@ def dockerignored(path, patterns):
     return excluded
 
 
+RUNBOOK_URL = re.compile(r"(?:^|/)docs/RUNBOOK\.md#([A-Za-z0-9_-]+)$")
+
+
+def runbook_entries(path):
+    """docs/RUNBOOK.md's anchors: {anchor: the heading of the entry it opens}."""
+    entries, pending = {}, []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            pending += re.findall(r'<a id="([^"]+)"></a>', line)
+            if line.startswith("## "):
+                for a in pending:
+                    entries[a] = line[3:].strip()
+                pending = []
+    for a in pending:  # an anchor after the last heading opens no entry
+        entries[a] = ""
+    return entries
+
+
+def check_runbook_urls(rep, alerts_path, rules):
+    runbook_path = repo("docs", "RUNBOOK.md")
+    if not os.path.exists(runbook_path):
+        rep.fail(runbook_path, "missing (the alerts' runbook_url point into it)")
+        return
+    entries = runbook_entries(runbook_path)
+    for g in rules.get("groups") or []:
+        for r in g.get("rules") or []:
+            if "alert" not in r:
+                continue
+            where = f"{rel(alerts_path)} {r['alert']}"
+            url = str((r.get("annotations") or {}).get("runbook_url", "")).strip()
+            m = RUNBOOK_URL.search(url)
+            if not m:
+                rep.fail(None, f"{where}: runbook_url {url!r} is not .../docs/RUNBOOK.md#ANCHOR")
+            elif m.group(1) not in entries:
+                rep.fail(None, f"{where}: docs/RUNBOOK.md has no anchor {m.group(1)!r}")
+            elif r["alert"] not in entries[m.group(1)]:
+                rep.fail(None, f"{where}: docs/RUNBOOK.md#{m.group(1)} opens the entry "
+                               f"{entries[m.group(1)]!r}, which does not name the alert")
+
+
 def check_prometheus(rep, docs, compose, invs, metrics, strict):
     prom_path = repo("deploy", "prometheus", "prometheus.yml")
     alerts_path = repo("deploy", "prometheus", "alerts.yml")
@@ -1019,6 +1062,9 @@ def check_prometheus(rep, docs, compose, invs, metrics, strict):
         for what, pred in want.items():
             if not any(pred(e) for e in exprs):
                 rep.fail(alerts_path, f"no alert for {what}")
+
+    with rep.check("alerts.yml: each alert's runbook_url opens its entry in docs/RUNBOOK.md"):
+        check_runbook_urls(rep, alerts_path, rules)
 
     with rep.check("prometheus.yml: rule files, scrape targets match the compose stages"):
         prom = (docs.get(prom_path) or [None])[0] or {}

@@ -12,6 +12,10 @@
 #   - `dlq list --json` counts 3 not_json and 2 empty_post_id; `dlq show --reason empty_post_id`
 #     prints both records with their source in topic.raw and the control bytes escaped; `dlq
 #     show --partition P --offset O` prints the one record there;
+#   - an open transaction of the test's own holding topic.partials partition 0 shows as held
+#     (healthy while younger than transaction.timeout.ms); judged against a timeout of 2 s, once
+#     it is older, `status` exits 1 naming transaction_lingering and the partition; aborted, it
+#     holds nothing;
 #   - with stage 2 stopped, `status` exits 1 naming stage2_no_members;
 #   - with the store stopped too, `status --json` also names store_unreachable;
 #   - a usage error exits 2.
@@ -91,6 +95,8 @@ assert s1["metrics"]["reachable"] and s2["metrics"]["reachable"]
 a1, a2 = s1["last_window_age_seconds"], s2["last_batch_age_seconds"]
 assert a1 is not None and a2 is not None and 0 <= a1 < 300 and 0 <= a2 < 300, (a1, a2)
 assert r["dlq"]["by_reason"] == {"not_json": 3, "empty_post_id": 2}, r["dlq"]
+tx = r["transactions"]
+assert tx["lingering"] == 0 and "errors" not in tx and tx["timeout_ms"] > 0, tx
 EOF
 # the text screen says the same
 "$hc" status "${cfg[@]}" >"$work/status.txt" || fail "text status exited non-zero"
@@ -139,6 +145,67 @@ EOF
 "$hc" dlq show "${cfg[@]}" -n 1 >"$work/show.txt" || fail "dlq show -n 1"
 [ "$(grep -c '^  value ' "$work/show.txt")" = 1 ] || fail "show -n 1: $(cat "$work/show.txt")"
 if grep -q $'\033' "$work/show.txt"; then fail "raw ESC in dlq show's text"; fi
+
+# open and lingering transactions: a transactional producer of the test's own holds partition 0
+# of topic.partials (its own transaction timeout is long, so the coordinator leaves it open)
+# until its stdin closes, then aborts
+mkfifo "$work/txn.in"
+python3 -c '
+import sys
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[3],
+              "transaction.timeout.ms": 120000})
+p.init_transactions(30)
+p.begin_transaction()
+p.produce(sys.argv[2], b"held", partition=0)
+p.flush(30)
+print("held", flush=True)
+sys.stdin.read()
+p.abort_transaction(30)
+print("aborted", flush=True)
+' "$HC_TEST_BROKERS" "t$run.partials" "t$run-held" <"$work/txn.in" >"$work/txn.out" 2>>"$work/txn.log" &
+txn_pid=$!
+pids+=("$txn_pid")
+exec 7>"$work/txn.in"
+for _ in $(seq 300); do grep -q '^held$' "$work/txn.out" && break; sleep 0.1; done
+grep -q '^held$' "$work/txn.out" || fail "the test's transaction did not begin"
+held_started=$(date +%s%N)
+status_json
+python3 - "$out" "$run" <<'EOF' || fail "open transaction: $out"
+import json, sys
+r = json.loads(sys.argv[1]); tx = r["transactions"]
+held = [h for h in tx["held"] if h["topic"] == f"t{sys.argv[2]}.partials" and h["partition"] == 0]
+assert len(held) == 1 and held[0]["end"] > held[0]["stable"], tx
+assert not held[0]["lingering"] and "transaction_lingering" not in r["causes"], r
+EOF
+# against a 2 s transaction timeout the same transaction lingers once it is older than that
+short=(-X kafka.producer.transaction.timeout.ms=2000)
+for _ in $(seq 100); do
+    [ $((($(date +%s%N) - held_started) / 1000000)) -gt 2500 ] && break
+    sleep 0.1
+done
+status_json "${short[@]}"
+[ "$rc" -eq 1 ] || fail "status exited $rc with a lingering transaction: $out"
+python3 - "$out" "$run" <<'EOF' || fail "lingering transaction: $out"
+import json, sys
+r = json.loads(sys.argv[1]); tx = r["transactions"]
+assert r["causes"] == ["transaction_lingering"], r["causes"]
+held = [h for h in tx["held"] if h["lingering"]]
+assert tx["timeout_ms"] == 2000 and tx["lingering"] == 1 and len(held) == 1, tx
+assert held[0]["topic"] == f"t{sys.argv[2]}.partials" and held[0]["partition"] == 0, held
+EOF
+rc=0
+"$hc" status "${cfg[@]}" "${short[@]}" >"$work/status.txt" || rc=$?
+[ "$rc" -eq 1 ] && grep -q '^hotcount status: DEGRADED: transaction_lingering$' "$work/status.txt" &&
+    grep -q "^  t$run.partials/0  stable [0-9]*  end [0-9]*  LINGERING\$" "$work/status.txt" ||
+    fail "text status with a lingering transaction (exit $rc): $(cat "$work/status.txt")"
+exec 7>&-
+wait "$txn_pid" || fail "the test's transaction did not abort"
+grep -q '^aborted$' "$work/txn.out" || fail "the test's transaction did not abort"
+status_json "${short[@]}"
+[ "$rc" -eq 0 ] || fail "status exited $rc after the abort: $out"
+python3 -c 'import json,sys; t=json.loads(sys.argv[1])["transactions"]
+sys.exit(not (t["open"] == 0 and t["held"] == []))' "$out" || fail "held after the abort: $out"
 
 # degraded: stage 2 stopped (it leaves its group on SIGTERM)
 kill -TERM "${pid_of[s2-a]}"

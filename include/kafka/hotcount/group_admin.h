@@ -3,7 +3,8 @@
  * (ListConsumerGroupOffsets) and a topic's watermarks, and the dead letters of topic.dlq. None
  * of them joins a group or commits anything: rk is a HC_KAFKA_ROLE_READER client without a
  * group id. Blocking; the calling thread polls rk. Both librdkafka 2.0.2 and later provide
- * every call used here. */
+ * every call used here but hc_topic_held_partitions's (ListOffsets with an isolation level,
+ * librdkafka 2.3 on). */
 #ifndef HOTCOUNT_GROUP_ADMIN_H
 #define HOTCOUNT_GROUP_ADMIN_H
 
@@ -59,6 +60,30 @@ struct hc_topic_range;
 hc_err_t hc_topic_count_records(rd_kafka_t *rk, const char *topic,
                                 const struct hc_topic_range *ranges, size_t count,
                                 int64_t *counts_out, char *errstr, size_t errstr_size);
+
+/* One partition of a topic whose committed end lags its log end. */
+typedef struct hc_held_partition {
+    int32_t partition;
+    int64_t stable; /* the last stable offset: read_committed's end, where the oldest open
+                       transaction writing the partition began */
+    int64_t end;    /* the high watermark: read_uncommitted's end */
+    bool lingering; /* the record at `stable` is older than the older_than_ms given */
+} hc_held_partition_t;
+
+/* The partitions of topic held by an open transaction: those whose last stable offset lies
+ * below their high watermark (ListOffsets under read_committed and read_uncommitted). Kafka
+ * 4's Admin API can list the transactions themselves (ListTransactions, DescribeTransactions),
+ * librdkafka has neither; what a transaction holds is what readers wait on, so this is what is
+ * measured. A held partition is lingering when its first held record was written before
+ * older_than_ms (wall clock, ms since the epoch): the record at the last stable offset opens the
+ * oldest open transaction, and a ListOffsets by that timestamp (read_uncommitted) landing past
+ * it says that record is older. With CreateTime timestamps this is the writer's clock: stage 1
+ * stamps a window's records with the wall time it closed, just before its transaction begins.
+ * *held is a malloc'ed array of *count entries (NULL when none) that the caller frees.
+ * HC_ERR_INVALID when librdkafka is older than 2.3. */
+hc_err_t hc_topic_held_partitions(rd_kafka_t *rk, const char *topic, int64_t older_than_ms,
+                                  int timeout_ms, hc_held_partition_t **held, size_t *count,
+                                  char *errstr, size_t errstr_size);
 
 /* One dead letter of topic.dlq, as stage 1 writes it (docs/FORMATS.md, "Dead letters"). Every
  * pointer is borrowed from the message and valid during the callback only; a header that is
