@@ -16,6 +16,7 @@
 
 #include "hotcount/log.h"
 #include "hotcount/redact.h"
+#include "hotcount/secret_file.h"
 
 typedef enum key_type {
     KEY_STR, /* char *, owned */
@@ -76,6 +77,8 @@ static bool check_serve_stages(const key_def_t *def, const char *value, int64_t 
                                size_t errstr_size);
 static bool check_log_format(const key_def_t *def, const char *value, int64_t num, char *errstr,
                              size_t errstr_size);
+static bool check_group_protocol(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                                 size_t errstr_size);
 
 /* librdkafka's default message.max.bytes, and the room a dead-letter record's headers (reason,
  * source, truncated-from) and a short key need beside its value. */
@@ -96,6 +99,8 @@ static const key_def_t keys[] = {
           "dead-letter topic for invalid events"),
     KEY_S("topic.counts", topic_counts, "", NULL,
           "compacted topic of final counts from stage 2; empty: off"),
+    KEY_S("topic.hotkeys", topic_hotkeys, "likes.hotkeys", NULL,
+          "compacted topic of hot-set changes from stage 2 and declared hot posts; empty: off"),
     KEY_S("topic.manifest", topic_manifest, "", NULL,
           "stage 1's offset ranges, one record per transaction (for audits); empty: off"),
     KEY_I32("topic.raw.partitions", topic_raw_partitions, "16", 1, MAX_PARTITIONS, NULL,
@@ -106,6 +111,8 @@ static const key_def_t keys[] = {
             "`hotcount init` partitions of topic.dlq"),
     KEY_I32("topic.counts.partitions", topic_counts_partitions, "8", 1, MAX_PARTITIONS, NULL,
             "`hotcount init` partitions of topic.counts"),
+    KEY_I32("topic.hotkeys.partitions", topic_hotkeys_partitions, "1", 1, MAX_PARTITIONS, NULL,
+            "`hotcount init` partitions of topic.hotkeys"),
     KEY_I32("topic.manifest.partitions", topic_manifest_partitions, "1", 1, MAX_PARTITIONS, NULL,
             "`hotcount init` partitions of topic.manifest"),
     /* 32767: Kafka's replication factor is an int16 on the wire. */
@@ -117,6 +124,12 @@ static const key_def_t keys[] = {
           "consumer group of stage 2"),
     KEY_S("instance.id", instance_id, NULL, check_instance_id,
           "names the transactional id: stable per replica, [A-Za-z0-9._-]"),
+    /* KIP-848 needs a 4.x broker, so classic stays the default (README, "Consumer groups"). */
+    KEY_S("group.protocol", group_protocol, "classic", check_group_protocol,
+          "the stages' consumer group protocol: classic, or consumer (KIP-848, Kafka 4.x)"),
+    KEY_I32("group.static", group_static, "0", 0, 1, NULL,
+            "1: static membership, group.instance.id = instance.id (a restart within the "
+            "session timeout keeps its partitions; a stop hands them over only then)"),
     /* Below 10 ms a window holds too few likes to save store writes; above an hour the counts
      * are no longer live. */
     KEY_I64("flush.ms", flush_ms, "1000", 10, 3600000, NULL,
@@ -129,14 +142,28 @@ static const key_def_t keys[] = {
     KEY_I64("event.max.bytes", event_max_bytes, "4096", 64, 1048576, NULL,
             "larger raw messages go to the dead-letter topic"),
     KEY_S("store", store, "sqlite:hotcount.db", check_store,
-          "sqlite:PATH, redis://[:pw@]host:port[/db], postgresql://..."),
+          "sqlite:PATH, redis[s]://[user:pw@]host:port[/db], postgresql://..."),
     KEY_S("store.redis.prefix", store_redis_prefix, "likes:", NULL,
           "the Redis key of post P is <prefix>P"),
+    KEY_S("store.password.file", store_password_file, "", NULL,
+          "file holding the Redis or PostgreSQL password (then none in `store`); empty: none"),
+    /* A few seconds: a store that restarted empty serves zeros at most this long; one offsets
+     * read per check is nothing beside a batch a window. */
+    KEY_I64("store.check.ms", store_check_ms, "2000", 0, 3600000, NULL,
+            "stage 2 checks this often that the store still holds the offsets it wrote (and is "
+            "the same server), and rebuilds the counts from likes.partials if not; 0: off"),
     /* Hysteresis, so a post near the threshold logs one line per crossing, not one a window. */
     KEY_I64("hotkeys.enter.rate", hotkeys_enter_rate, "1000", 1, 1000000000, NULL,
-            "likes/s at which stage 1 logs a post as hot"),
+            "likes/s at which a post is hot (stage 1: its local share; stage 2: its whole rate)"),
     KEY_I64("hotkeys.leave.rate", hotkeys_leave_rate, "500", 0, 1000000000, NULL,
-            "likes/s below which a hot post is logged as cool again (< hotkeys.enter.rate)"),
+            "likes/s below which a hot post cools again (< hotkeys.enter.rate)"),
+    /* A dip below the leave rate shorter than this is not announced: long enough to ride out a
+     * window or two of a post whose rate hovers at the threshold. */
+    KEY_I64("hotkeys.dwell.ms", hotkeys_dwell_ms, "10000", 0, 86400000, NULL,
+            "stage 2: a hot post leaves the hot set after this long below hotkeys.leave.rate"),
+    /* Bounds stage 2's hot set (about 1.3 KB per post, hotset.h) whatever the number of posts. */
+    KEY_I64("hotkeys.max", hotkeys_max, "1000", 1, 100000, NULL,
+            "stage 2: most posts in its hot set; hotter newcomers evict the coldest"),
     /* Above the transaction timeout (60 s) and the stores' statement bounds (~45 s), which
      * bound every call that does not return to the loop. */
     KEY_I64("watchdog.ms", watchdog_ms, "180000", 0, 86400000, NULL,
@@ -253,7 +280,7 @@ static bool check_instance_id(const key_def_t *def, const char *value, int64_t n
 static bool check_store(const key_def_t *def, const char *value, int64_t num, char *errstr,
                         size_t errstr_size)
 {
-    static const char *const schemes[] = {"redis://", "postgresql://", "postgres://",
+    static const char *const schemes[] = {"redis://", "rediss://", "postgresql://", "postgres://",
                                           "dynamodb://"};
 
     (void)num;
@@ -382,6 +409,18 @@ static bool check_log_format(const key_def_t *def, const char *value, int64_t nu
     if (!hc_log_format_parse(value, &format)) {
         hc_errstr_set(errstr, errstr_size, "%s: \"%s\" is not a log format (text or json)",
                       def->name, value);
+        return false;
+    }
+    return true;
+}
+
+static bool check_group_protocol(const key_def_t *def, const char *value, int64_t num, char *errstr,
+                                 size_t errstr_size)
+{
+    (void)num;
+    if (strcmp(value, "classic") != 0 && strcmp(value, "consumer") != 0) {
+        hc_errstr_set(errstr, errstr_size,
+                      "%s: \"%s\" is not a group protocol (classic or consumer)", def->name, value);
         return false;
     }
     return true;
@@ -580,6 +619,10 @@ hc_err_t hc_config_init(hc_config_t *cfg)
     if (err != HC_OK) {
         goto fail;
     }
+    cfg->store_password = strdup("");
+    if (cfg->store_password == NULL) {
+        goto fail;
+    }
     err = hc_timeouts_derive(cfg, &cfg->timeouts, errstr, sizeof(errstr));
     assert(err == HC_OK); /* the defaults keep every relation */
     return HC_OK;
@@ -604,6 +647,7 @@ void hc_config_fini(hc_config_t *cfg)
         free(cfg->kafka_props[i].value);
     }
     free(cfg->kafka_props);
+    free(cfg->store_password);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -619,6 +663,11 @@ static hc_err_t config_copy(hc_config_t *dst, const hc_config_t *src)
     }
     dst->kafka_props = NULL;
     dst->kafka_prop_count = 0;
+    dst->store_password = NULL;
+    if (src->store_password != NULL &&
+        (dst->store_password = strdup(src->store_password)) == NULL) {
+        goto fail;
+    }
 
     for (size_t i = 0; i < KEY_COUNT; i++) {
         if (keys[i].type == KEY_STR) {
@@ -690,6 +739,98 @@ static void rederive(hc_config_t *cfg)
     (void)hc_timeouts_derive(cfg, &cfg->timeouts, ignored, sizeof(ignored));
 }
 
+/* librdkafka's own properties whose names end in ".file" (librdkafka 2.14.2): it reads those
+ * files itself, so they pass through like any other property. */
+static const char *const rdkafka_file_props[] = {
+    "sasl.oauthbearer.assertion.file",
+    "sasl.oauthbearer.assertion.jwt.template.file",
+    "sasl.oauthbearer.assertion.private.key.file",
+};
+
+/* kafka.[consumer.|producer.]<prop>.file=PATH (hotcount/secret_file.h), unless librdkafka has
+ * such a property itself. */
+static bool is_kafka_secret_file_key(const char *key)
+{
+    const char *prop = key + strlen("kafka.");
+    size_t len;
+
+    if (strncmp(prop, "consumer.", 9) == 0 || strncmp(prop, "producer.", 9) == 0) {
+        prop += 9;
+    }
+    len = strlen(prop);
+    if (len <= 5 || strcmp(prop + len - 5, ".file") != 0) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(rdkafka_file_props) / sizeof(rdkafka_file_props[0]); i++) {
+        if (strcmp(prop, rdkafka_file_props[i]) == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Reads PATH and sets the key without ".file" to its content. Only a secret property may come
+ * from a file: its value is then redacted wherever it could show (hotcount/redact.h), and a
+ * file is pointless for anything else. */
+static hc_err_t set_kafka_secret_file(hc_config_t *cfg, const char *key, const char *path,
+                                      char *errstr, size_t errstr_size)
+{
+    char *target = strndup(key, strlen(key) - strlen(".file"));
+    char *secret = NULL;
+    hc_err_t err;
+
+    if (target == NULL) {
+        hc_errstr_set(errstr, errstr_size, "%s: out of memory", key);
+        return HC_ERR_FATAL;
+    }
+    if (!hc_redact_is_secret_key(target)) {
+        hc_errstr_set(errstr, errstr_size,
+                      "%s: only a secret property (sasl.*, *password, *secret, ssl.key.pem) can "
+                      "be read from a file; set %s directly",
+                      key, target);
+        err = HC_ERR_INVALID;
+        goto out_free;
+    }
+    err = hc_secret_file_read(key, path, &secret, errstr, errstr_size);
+    if (err == HC_OK) {
+        err = set_kafka_prop(cfg, target, secret, errstr, errstr_size);
+        hc_redact_secret_in(errstr, errstr_size, secret); /* messages never quote it; belt */
+    }
+out_free:
+    free(secret);
+    free(target);
+    return err;
+}
+
+/* store.password.file: the file is read first, so that on any error nothing changed. */
+static hc_err_t set_store_password_file(hc_config_t *cfg, const key_def_t *def, const char *path,
+                                        char *errstr, size_t errstr_size)
+{
+    char *secret = NULL;
+    hc_err_t err;
+
+    if (path[0] == '\0') {
+        secret = strdup("");
+        err = secret != NULL ? HC_OK : HC_ERR_FATAL;
+        if (err != HC_OK) {
+            hc_errstr_set(errstr, errstr_size, "%s: out of memory", def->name);
+        }
+    } else {
+        err = hc_secret_file_read(def->name, path, &secret, errstr, errstr_size);
+    }
+    if (err != HC_OK) {
+        return err;
+    }
+    err = set_value(cfg, def, path, errstr, errstr_size);
+    if (err != HC_OK) {
+        free(secret);
+        return err;
+    }
+    free(cfg->store_password);
+    cfg->store_password = secret;
+    return HC_OK;
+}
+
 hc_err_t hc_config_set(hc_config_t *cfg, const char *key, const char *value, char *errstr,
                        size_t errstr_size)
 {
@@ -698,7 +839,9 @@ hc_err_t hc_config_set(hc_config_t *cfg, const char *key, const char *value, cha
 
     assert(cfg != NULL && key != NULL && value != NULL);
     if (strncmp(key, "kafka.", 6) == 0) {
-        err = set_kafka_prop(cfg, key, value, errstr, errstr_size);
+        err = is_kafka_secret_file_key(key)
+                  ? set_kafka_secret_file(cfg, key, value, errstr, errstr_size)
+                  : set_kafka_prop(cfg, key, value, errstr, errstr_size);
         if (err == HC_OK) {
             rederive(cfg);
         }
@@ -711,7 +854,9 @@ hc_err_t hc_config_set(hc_config_t *cfg, const char *key, const char *value, cha
         hc_errstr_set(errstr, errstr_size, "unknown configuration key \"%s\"", shown);
         return HC_ERR_INVALID;
     }
-    err = set_value(cfg, def, value, errstr, errstr_size);
+    err = def->offset == offsetof(hc_config_t, store_password_file)
+              ? set_store_password_file(cfg, def, value, errstr, errstr_size)
+              : set_value(cfg, def, value, errstr, errstr_size);
     if (err == HC_OK) {
         rederive(cfg);
     } else {
@@ -863,6 +1008,7 @@ hc_err_t hc_config_validate(hc_config_t *cfg, char *errstr, size_t errstr_size)
         {"topic.dlq", cfg->topic_dlq, false},
         {"topic.counts", cfg->topic_counts, true},
         {"topic.manifest", cfg->topic_manifest, true},
+        {"topic.hotkeys", cfg->topic_hotkeys, true},
     };
     topic_key_t topics[sizeof(all) / sizeof(all[0])];
     size_t count = 0;
@@ -942,6 +1088,27 @@ hc_err_t hc_config_validate(hc_config_t *cfg, char *errstr, size_t errstr_size)
                       cfg->event_max_bytes, DLQ_HEADER_ROOM, mmb_key, mmb,
                       mmb_key[0] == 'k' ? "" : ", librdkafka's default");
         return HC_ERR_INVALID;
+    }
+    if (cfg->store_password != NULL && cfg->store_password[0] != '\0') {
+        char shown[512];
+
+        if (strncmp(cfg->store, "redis://", 8) != 0 && strncmp(cfg->store, "rediss://", 9) != 0 &&
+            strncmp(cfg->store, "postgresql://", 13) != 0 &&
+            strncmp(cfg->store, "postgres://", 11) != 0) {
+            hc_errstr_set(errstr, errstr_size,
+                          "store.password.file is for a redis://, rediss:// or postgresql:// "
+                          "store; this `store` takes no password");
+            return HC_ERR_INVALID;
+        }
+        /* Two passwords: which one wins would be a surprise either way. The URI holds one when
+         * redacting it changes it. */
+        hc_redact_uri(cfg->store, shown, sizeof(shown));
+        if (strcmp(shown, cfg->store) != 0) {
+            hc_errstr_set(errstr, errstr_size,
+                          "store.password.file and a password in `store` (%s): give only one",
+                          shown);
+            return HC_ERR_INVALID;
+        }
     }
     return hc_timeouts_derive(cfg, &cfg->timeouts, errstr, errstr_size);
 }

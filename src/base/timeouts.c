@@ -111,7 +111,7 @@ static void derive_store(const hc_config_t *cfg, hc_timeouts_t *t)
     int64_t keys = cfg->max_keys > 0 ? cfg->max_keys : 1;
 
     t->store_server_statement_ms = 0;
-    if (strncmp(store, "redis://", 8) == 0) {
+    if (strncmp(store, "redis://", 8) == 0 || strncmp(store, "rediss://", 9) == 0) {
         t->store_statement_ms = REDIS_COMMAND_MS;
         /* one script call per part, the last one commits */
         t->store_statements_per_batch = (int)(ceil_div(keys, REDIS_PART_DELTAS) + 1);

@@ -303,6 +303,9 @@ static int64_t stage_assigned(const hc_metrics_t *m, int kind)
 bool hc_metrics_is_ready(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms)
 {
     bool any = false;
+    if (hc_metric_get(m->retention_gap_parts) > 0) {
+        return false; /* counts that cannot be rebuilt: never ready over them */
+    }
     for (int k = 0; k < HC_METRICS_STAGE_COUNT; k++) {
         const hc_metrics_stage_t *st = &m->stage[k];
         if (hc_metric_get(st->running) <= 0) {
@@ -954,6 +957,23 @@ size_t hc_metrics_render(hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char
             hc_metric_get(m->store_keys_written));
     counter(&sb, "hotcount_events_stored_total", "Raw events covered by committed store batches.",
             hc_metric_get(m->events_stored));
+    counter(&sb, "hotcount_store_forgot_total",
+            "Stage-2 store checks that found the store had forgotten or gone back (rebuilt).",
+            hc_metric_get(m->store_forgot));
+    family(&sb, "hotcount_retention_gap_partitions", "gauge",
+           "Stage-2 partitions not applied: the partials their counts need are past retention.");
+    sample_int(&sb, "hotcount_retention_gap_partitions", hc_metric_get(m->retention_gap_parts));
+    family(&sb, "hotcount_hot_posts", "gauge", "Posts in this process's stage-2 hot sets.");
+    sample_int(&sb, "hotcount_hot_posts", hc_metric_get(m->hot_posts));
+    family(&sb, "hotcount_hotkey_transitions_total", "counter",
+           "Stage-2 hot-set changes: posts entering (to=hot) and leaving (to=cool).");
+    sample_label_int(&sb, "hotcount_hotkey_transitions_total", "to", "hot",
+                     hc_metric_get(m->hotkey_to_hot));
+    sample_label_int(&sb, "hotcount_hotkey_transitions_total", "to", "cool",
+                     hc_metric_get(m->hotkey_to_cool));
+    counter(&sb, "hotcount_hotkey_flaps_total",
+            "Posts entering the stage-2 hot set again soon after leaving it.",
+            hc_metric_get(m->hotkey_flaps));
     histogram(&sb, "hotcount_store_seconds", "Time to apply one store batch, any outcome.",
               &m->store_seconds);
     histogram(&sb, "hotcount_batch_posts", "Posts per committed store batch.", &m->batch_posts);

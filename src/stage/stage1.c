@@ -15,7 +15,9 @@
  *
  * The window is a state machine (hotcount/stage.h): every step is an action whose result's class
  * picks the next state in hc_stage1_next, and act() then does what the new state asks for, in
- * one place: count a commit or an abort, abort an unusable transaction, reset the window. The
+ * one place: count a commit or an abort, abort an unusable transaction, replace the producer
+ * after an aborted or unknown-outcome transaction (docs/RELIABILITY.md, "Late writes"), reset
+ * the window. Every partial carries its window's raw ranges (hotcount/source_check.h). The
  * consumer, its rebalances, the heartbeat and the error latch are the shared loop's
  * (hotcount/stage_loop.h); this file plugs into it with the hooks at the bottom. */
 #include <inttypes.h>
@@ -30,6 +32,7 @@
 #include "hotcount/log.h"
 #include "hotcount/manifest.h"
 #include "hotcount/partial.h"
+#include "hotcount/source_check.h"
 #include "hotcount/stage.h"
 #include "hotcount/stage_loop.h"
 #include "hotcount/table.h"
@@ -70,6 +73,8 @@ struct hc_stage1 {
     int64_t window_ok;
     int64_t window_invalid;
     int64_t window_by_reason[HC_EVENT_REASON_COUNT];
+    char *window_hdr; /* owned: the window's hotcount-window value (hotcount/source_check.h) */
+    size_t window_hdr_cap;
 };
 
 /* ---- the state machine ------------------------------------------------------------------- */
@@ -77,6 +82,17 @@ struct hc_stage1 {
 hc_stage1_state_t hc_stage1_next(hc_stage1_state_t from, hc_stage1_action_t action,
                                  hc_err_t outcome)
 {
+#ifdef HC_MUTANT_NO_ENDTXN_DEFENCE
+    /* Mutant build (tests/unit/test_stage1_fsm.c, test_stage1_mock.c), never the product: the
+     * producer outlives an aborted transaction, and a commit or abort of unknown outcome stops
+     * the stage, as before the late-write defence. */
+    if (from == HC_STAGE1_ABORTING && action == HC_STAGE1_ABORT) {
+        return outcome == HC_OK ? HC_STAGE1_REWINDING : HC_STAGE1_FAILED;
+    }
+    if (from == HC_STAGE1_OPEN && action == HC_STAGE1_COMMIT && outcome == HC_ERR_TRANSIENT) {
+        return HC_STAGE1_FAILED;
+    }
+#endif
     switch (from) {
     case HC_STAGE1_IDLE:
         if (outcome == HC_OK && action == HC_STAGE1_BEGIN) {
@@ -94,13 +110,24 @@ hc_stage1_state_t hc_stage1_next(hc_stage1_state_t from, hc_stage1_action_t acti
             if (outcome == HC_ERR_ABORT) {
                 return HC_STAGE1_ABORTING;
             }
+            if (outcome == HC_ERR_TRANSIENT && action == HC_STAGE1_COMMIT) {
+                /* the commit's retries ran out: it may still land; only a new epoch fences it */
+                return HC_STAGE1_RENEWING;
+            }
         }
         if (outcome == HC_OK && action == HC_STAGE1_LOSE) {
             return HC_STAGE1_ABORTING;
         }
         break;
     case HC_STAGE1_ABORTING:
-        if (outcome == HC_OK && action == HC_STAGE1_ABORT) {
+        /* aborted, or of unknown outcome (the abort's retries ran out): either way writes of
+         * this epoch may still be on the way */
+        if (action == HC_STAGE1_ABORT && (outcome == HC_OK || outcome == HC_ERR_TRANSIENT)) {
+            return HC_STAGE1_RENEWING;
+        }
+        break;
+    case HC_STAGE1_RENEWING:
+        if (outcome == HC_OK && action == HC_STAGE1_RENEW) {
             return HC_STAGE1_REWINDING;
         }
         break;
@@ -121,15 +148,15 @@ hc_stage1_state_t hc_stage1_next(hc_stage1_state_t from, hc_stage1_action_t acti
 
 const char *hc_stage1_state_name(hc_stage1_state_t state)
 {
-    static const char *const names[HC_STAGE1_STATE_COUNT] = {"idle", "open", "aborting",
-                                                             "rewinding", "failed"};
+    static const char *const names[HC_STAGE1_STATE_COUNT] = {"idle",      "open",     "aborting",
+                                                             "rewinding", "renewing", "failed"};
     return state < HC_STAGE1_STATE_COUNT ? names[state] : "?";
 }
 
 const char *hc_stage1_action_name(hc_stage1_action_t action)
 {
-    static const char *const names[HC_STAGE1_ACTION_COUNT] = {"begin", "produce", "commit", "lose",
-                                                              "abort", "rewind",  "revoke"};
+    static const char *const names[HC_STAGE1_ACTION_COUNT] = {
+        "begin", "produce", "commit", "lose", "abort", "rewind", "revoke", "renew"};
     return action < HC_STAGE1_ACTION_COUNT ? names[action] : "?";
 }
 
@@ -219,6 +246,7 @@ void hc_stage1_destroy(hc_stage1_t *s1)
     hc_table_destroy(s1->tbl);
     hc_hotkeys_destroy(s1->hk);
     hc_manifest_fini(&s1->win);
+    free(s1->window_hdr);
     free(s1);
 }
 
@@ -438,6 +466,46 @@ static hc_err_t txn_call(hc_stage1_t *s1, txn_call_t call,
     }
 }
 
+/* init_transactions on s1->producer, retried while retriable (txn_init_attempts, backing off):
+ * HC_OK, or the last error's class. */
+static hc_err_t init_producer(hc_stage1_t *s1, char *errstr, size_t errstr_size)
+{
+    const hc_timeouts_t *t = &s1->cfg->timeouts;
+    hc_err_t err = HC_OK;
+    for (int attempt = 0;; attempt++) {
+        err = hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, (int)t->txn_call_ms),
+                                  errstr, errstr_size);
+        if (err != HC_ERR_TRANSIENT || attempt + 1 >= t->txn_init_attempts ||
+            hc_stage_loop_stop_requested(&s1->loop)) {
+            return err;
+        }
+        int64_t pause = hc_timeouts_backoff_ms(t, attempt);
+        hc_log(HC_LOG_WARN, s1->loop.name, "init_transactions: %s; retrying in %" PRId64 " ms",
+               errstr, pause);
+        hc_stage_loop_pause(&s1->loop, NULL, pause);
+    }
+}
+
+/* Replaces the transactional producer by a new one with the same transactional.id (RENEW).
+ * No librdkafka implements transactions v2 (KIP-890), so a transaction's Produce or EndTxn
+ * requests delayed in the network could otherwise land in a later transaction of the same
+ * producer epoch (KAFKA-17754). The new producer's init_transactions bumps the epoch, so the
+ * broker refuses them, and it first completes or aborts the old transaction at the
+ * coordinator, so the committed offsets the rewind reads next are final. The old producer is
+ * destroyed without waiting for what it still has in flight: nothing of it may count. */
+static hc_err_t renew_producer(hc_stage1_t *s1, char *errstr, size_t errstr_size)
+{
+    hc_stage_loop_unwatch(&s1->loop, s1->producer);
+    rd_kafka_destroy(s1->producer);
+    hc_kafka_opts_t popts = {.transactional_id = s1->txn_id};
+    s1->producer = hc_kafka_new(s1->cfg, HC_KAFKA_ROLE_TXN_PRODUCER, &popts, errstr, errstr_size);
+    if (!s1->producer) {
+        return HC_ERR_FATAL;
+    }
+    hc_stage_loop_watch(&s1->loop, s1->producer);
+    return init_producer(s1, errstr, errstr_size);
+}
+
 static hc_err_t begin_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
 {
     /* begin fails only on programming or fatal errors */
@@ -461,6 +529,21 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
      * loses its first partial that carries likes. */
     bool dropped = s1->window_seq != 3;
 #endif
+    /* Every partial names its window and the raw offsets the window read, so that stage 2 can
+     * refuse a late write of a stale transaction (hotcount/source_check.h); encoded once per
+     * window. */
+    size_t hdr_max = hc_source_encoded_max(&s1->win);
+    if (hdr_max > s1->window_hdr_cap) {
+        char *grown = realloc(s1->window_hdr, hdr_max);
+        if (!grown) {
+            hc_errstr_set(errstr, errstr_size, "out of memory");
+            return HC_ERR_FATAL;
+        }
+        s1->window_hdr = grown;
+        s1->window_hdr_cap = hdr_max;
+    }
+    size_t hdr_len = hc_source_encode(s1->txn_id, s1->incarnation_ms, s1->window_seq, &s1->win,
+                                      s1->window_hdr, s1->window_hdr_cap);
     for (size_t i = 0; i < n && err == HC_OK; i++) {
         const hc_table_entry_t *ent = hc_table_entry(s1->tbl, i);
 #ifdef HC_MUTANT_DROP_PARTIAL
@@ -476,8 +559,13 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
                           ent->post_id_len);
             return HC_ERR_FATAL;
         }
+        rd_kafka_headers_t *hdrs = NULL;
+        if (hdr_len > 0) { /* 0: a window without a range has no event, hence no partial */
+            hdrs = rd_kafka_headers_new(1);
+            rd_kafka_header_add(hdrs, HC_SOURCE_HEADER, -1, s1->window_hdr, (ssize_t)hdr_len);
+        }
         err = produce(s1, cfg->topic_partials, ent->post_id, ent->post_id_len, buf, len, closed_at,
-                      NULL, errstr, errstr_size);
+                      hdrs, errstr, errstr_size);
     }
     if (err == HC_OK && cfg->topic_manifest[0]) {
         err = produce_manifest(s1, closed_at, errstr, errstr_size);
@@ -500,8 +588,9 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
     return err;
 }
 
-/* Rewinds every assigned partition to its committed offset by re-assigning: re-assigning
- * resets the fetch positions without seek, whose timeout is broken in librdkafka 2.0.2.
+/* Rewinds every assigned partition to its committed offset (hc_kafka_reposition: a re-assign
+ * under eager rebalancing, which resets the fetch positions without seek, whose timeout is
+ * broken in librdkafka 2.0.2; a seek under incremental rebalancing, which refuses re-assigns).
  * HC_ERR_TRANSIENT when the assignment is lost (hc_kafka_may_reassign): the rewind waits for
  * the revoke or for the group to give the partitions back. */
 static hc_err_t rewind_consumer(hc_stage1_t *s1, char *errstr, size_t errstr_size)
@@ -522,11 +611,8 @@ static hc_err_t rewind_consumer(hc_stage1_t *s1, char *errstr, size_t errstr_siz
     for (int attempt = 0; assigned->cnt > 0; attempt++) {
         rerr = rd_kafka_committed(consumer, assigned, (int)t->committed_read_ms);
         if (!rerr) {
-            rerr = rd_kafka_assign(consumer, assigned);
-            if (rerr) {
-                hc_errstr_set(errstr, errstr_size, "re-assign: %s", rd_kafka_err2str(rerr));
-                err = HC_ERR_FATAL;
-            }
+            err = hc_kafka_reposition(consumer, assigned, (int)t->committed_read_ms, errstr,
+                                      errstr_size);
             break;
         }
         if (attempt + 1 >= t->committed_read_attempts) {
@@ -597,9 +683,19 @@ static void enter(hc_stage1_t *s1, hc_stage1_state_t from, hc_stage1_action_t ac
         hc_log(HC_LOG_WARN, s1->loop.name, "aborting window (%" PRId64 " events): %s",
                s1->window_ok + s1->window_invalid, why);
         break;
-    case HC_STAGE1_REWINDING:
+    case HC_STAGE1_RENEWING:
         if (from == HC_STAGE1_ABORTING) {
-            hc_metric_add(s1->metrics->txn_abort, 1);
+            hc_metric_add(s1->metrics->txn_abort, 1); /* the new epoch aborts it if it did not */
+        }
+        hc_log_event(HC_LOG_WARN, s1->loop.name, "producer_renew",
+                     HC_LOG_STR("after", from == HC_STAGE1_ABORTING ? "abort" : "commit"),
+                     HC_LOG_STR("error", why ? why : ""));
+        break;
+    case HC_STAGE1_REWINDING:
+        if (from == HC_STAGE1_ABORTING || from == HC_STAGE1_RENEWING) {
+#ifdef HC_MUTANT_NO_ENDTXN_DEFENCE
+            hc_metric_add(s1->metrics->txn_abort, from == HC_STAGE1_ABORTING);
+#endif
             hc_hotkeys_reset(s1->hk);
             window_reset(s1);
         }
@@ -616,7 +712,8 @@ static void enter(hc_stage1_t *s1, hc_stage1_state_t from, hc_stage1_action_t ac
 }
 
 /* Takes the transition for `action`'s outcome and does what the new state asks for; an
- * unusable transaction (ABORTING) is aborted at once. Returns HC_OK, or HC_ERR_FATAL with
+ * unusable transaction (ABORTING) is aborted at once, and a producer to replace (RENEWING)
+ * replaced at once, before any other message or callback. Returns HC_OK, or HC_ERR_FATAL with
  * errstr when the window FAILED. */
 static hc_err_t act(hc_stage1_t *s1, hc_stage1_action_t action, hc_err_t outcome, char *errstr,
                     size_t errstr_size)
@@ -632,11 +729,15 @@ static hc_err_t act(hc_stage1_t *s1, hc_stage1_action_t action, hc_err_t outcome
         if (s1->observer) {
             s1->observer(s1->observer_opaque, from, action, outcome, s1->state);
         }
-        if (s1->state != HC_STAGE1_ABORTING) {
+        if (s1->state == HC_STAGE1_ABORTING) {
+            action = HC_STAGE1_ABORT;
+            outcome = txn_call(s1, TXN_ABORT, NULL, errstr, errstr_size);
+        } else if (s1->state == HC_STAGE1_RENEWING) {
+            action = HC_STAGE1_RENEW;
+            outcome = renew_producer(s1, errstr, errstr_size);
+        } else {
             return s1->state == HC_STAGE1_FAILED ? HC_ERR_FATAL : HC_OK;
         }
-        action = HC_STAGE1_ABORT;
-        outcome = txn_call(s1, TXN_ABORT, NULL, errstr, errstr_size);
     }
 }
 
@@ -715,25 +816,36 @@ static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *err
 
 /* ---- the loop's hooks -------------------------------------------------------------------- */
 
+/* A stage started while the broker is down waits for it, as a running one rides out an outage
+ * (and as stage 2, whose consumer just waits for its group): init_transactions is retried for
+ * as long as it fails transiently, not txn_init_attempts times (5 x 60 s, then exit 1), backing
+ * off between calls and saying why (broker_unreachable). Each call is bounded by
+ * START_CALL_MS, so a stop is seen within about a second: librdkafka resumes the same
+ * initialisation at the next call. The stage subscribes only after, so it holds no partitions
+ * meanwhile: not ready. Asked to stop while waiting, it stops cleanly, having consumed nothing
+ * (IDLE: on_stopping has no window to close). */
+#define START_CALL_MS 1000
 static hc_err_t on_start(void *stage, char *errstr, size_t errstr_size)
 {
     hc_stage1_t *s1 = stage;
     const hc_timeouts_t *t = &s1->cfg->timeouts;
-    hc_err_t err = HC_OK;
+    int64_t call_ms = t->txn_call_ms < START_CALL_MS ? t->txn_call_ms : START_CALL_MS;
     for (int attempt = 0;; attempt++) {
-        err = hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, (int)t->txn_call_ms),
-                                  errstr, errstr_size);
-        if (err != HC_ERR_TRANSIENT || attempt + 1 >= t->txn_init_attempts ||
-            hc_stage_loop_stop_requested(&s1->loop)) {
+        hc_err_t err = hc_kafka_error_take(rd_kafka_init_transactions(s1->producer, (int)call_ms),
+                                           errstr, errstr_size);
+        if (err == HC_OK) {
             break;
         }
+        if (err != HC_ERR_TRANSIENT) {
+            return HC_ERR_FATAL;
+        }
+        if (hc_stage_loop_stop_requested(&s1->loop)) {
+            return HC_OK;
+        }
         int64_t pause = hc_timeouts_backoff_ms(t, attempt);
-        hc_log(HC_LOG_WARN, s1->loop.name, "init_transactions: %s; retrying in %" PRId64 " ms",
-               errstr, pause);
+        hc_log_event(HC_LOG_WARN, s1->loop.name, "broker_unreachable",
+                     HC_LOG_INT("backoff_ms", pause), HC_LOG_STR("error", errstr));
         hc_stage_loop_pause(&s1->loop, NULL, pause);
-    }
-    if (err != HC_OK) {
-        return HC_ERR_FATAL;
     }
     hc_log(HC_LOG_INFO, s1->loop.name, "consuming %s, flush.ms=%lld, max.keys=%lld",
            s1->cfg->topic_raw, (long long)s1->cfg->flush_ms, (long long)s1->cfg->max_keys);
@@ -742,11 +854,15 @@ static hc_err_t on_start(void *stage, char *errstr, size_t errstr_size)
 
 /* Closes the open window before the partitions go: commits it, or aborts it when they were
  * lost (another consumer may own them already, so its offsets must not be committed). Rewinds
- * nothing and never re-assigns: the loop unassigns next. After a failure, does nothing. */
+ * nothing and never re-assigns: the loop unassigns next. After a failure, does nothing.
+ *
+ * The window spans every partition, so an incremental revoke (group.protocol=consumer) closes
+ * it whole too, whichever partitions go. If partitions stay and the window was aborted (now or
+ * before), the stage stays REWINDING: the partitions that stay are rewound at the next tick,
+ * once the loop has taken the revoked ones away. */
 static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *partitions, bool lost,
                           char *errstr, size_t errstr_size)
 {
-    (void)partitions;
     hc_stage1_t *s1 = stage;
     if (hc_stage_loop_failed(&s1->loop)) {
         return HC_OK;
@@ -757,6 +873,10 @@ static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *pa
         err = act(s1, HC_STAGE1_LOSE, HC_OK, errstr, errstr_size);
     } else if (s1->state == HC_STAGE1_OPEN) {
         err = close_window(s1, errstr, errstr_size);
+    }
+    bool some_stay = hc_stage_loop_assigned(&s1->loop) > partitions->cnt;
+    if (err == HC_OK && some_stay && s1->state == HC_STAGE1_REWINDING) {
+        return HC_OK;
     }
     return err != HC_OK ? err : act(s1, HC_STAGE1_REVOKE, HC_OK, errstr, errstr_size);
 }

@@ -22,10 +22,12 @@
 
 #include "hotcount/changelog.h"
 #include "hotcount/clock.h"
+#include "hotcount/hotkeys_pub.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 #include "hotcount/partial.h"
 #include "hotcount/partial_check.h"
+#include "hotcount/source_check.h"
 #include "hotcount/stage.h"
 #include "hotcount/stage_loop.h"
 #include "hotcount/store.h"
@@ -36,6 +38,7 @@
 
 typedef struct part_state {
     bool assigned;
+    bool gap;      /* held back: the partials its counts need are past retention (retention_gap) */
     bool touched;  /* consumed from in the open window */
     int64_t start; /* stored next_offset, or HC_OFFSET_NONE */
     int64_t next;  /* next offset to consume */
@@ -58,8 +61,10 @@ struct hc_stage2 {
     hc_metrics_t *metrics;
     hc_stage_loop_t loop;      /* owns the consumer; loop.name is the log area */
     hc_changelog_t *changelog; /* owned; NULL when topic.counts is off */
+    hc_hotkeys_pub_t *hot;     /* owned; NULL when topic.hotkeys is off (hotkeys_pub.h) */
     hc_store_t *st;            /* owned; NULL until the store could first be reached */
     hc_table_t *tbl;           /* owned */
+    hc_source_check_t *src;    /* owned: the raw ranges taken per partition (source_check.h) */
     part_state_t *parts;       /* owned, indexed by partition */
     int32_t parts_cap;
     hc_store_delta_t *deltas; /* owned scratch for batches */
@@ -88,6 +93,11 @@ struct hc_stage2 {
     size_t *map; /* owned, deltas_cap long: a batch delta's table index */
     /* borrowed; NULL: the store by cfg->store's scheme */
     const struct hc_store_ops *store_ops;
+    /* The store check (check_store): when it runs next, and the store's identity as last seen
+     * ("" for a backend without one; identity_known false until first read). */
+    int64_t check_at_ms;
+    char identity[HC_STORE_IDENTITY_MAX];
+    bool identity_known;
 };
 
 /* ---- the state machine ---- */
@@ -114,9 +124,12 @@ hc_stage2_state_t hc_stage2_next(hc_stage2_state_t state, hc_stage2_event_t ev, 
     }
     switch (state) {
     case HC_STAGE2_IDLE:
-        return ev == HC_STAGE2_EV_PARTIAL ? HC_STAGE2_OPEN
-               : ev == HC_STAGE2_EV_CLOSE ? HC_STAGE2_IDLE
-                                          : HC_STAGE2_FAILED;
+        /* the store check runs only without a window: an open one's batch finds out by its
+         * compare-and-set anyway */
+        return ev == HC_STAGE2_EV_PARTIAL       ? HC_STAGE2_OPEN
+               : ev == HC_STAGE2_EV_CLOSE       ? HC_STAGE2_IDLE
+               : ev == HC_STAGE2_EV_STORE_MOVED ? HC_STAGE2_REREAD
+                                                : HC_STAGE2_FAILED;
     case HC_STAGE2_OPEN:
         switch (ev) {
         case HC_STAGE2_EV_PARTIAL:
@@ -216,6 +229,7 @@ static void window_drop(hc_stage2_t *s2)
         memset(s2->refused, 0, n < s2->refused_cap ? n : s2->refused_cap);
     }
     hc_table_clear(s2->tbl);
+    hc_source_rollback(s2->src); /* after a landed batch: nothing is pending any more */
     for (int32_t p = 0; p < s2->parts_cap; p++) {
         s2->parts[p].touched = false;
     }
@@ -230,14 +244,58 @@ static void forget_positions(hc_stage2_t *s2)
 {
     for (int32_t p = 0; p < s2->parts_cap; p++) {
         s2->parts[p].assigned = false;
+        if (s2->parts[p].gap) {
+            s2->parts[p].gap = false; /* the next owner checks it again */
+            hc_metric_add(s2->metrics->retention_gap_parts, -1);
+        }
+    }
+}
+
+/* Whether the partials partition p's counts need from `stored` on are still in Kafka: they are
+ * not when `stored` (the beginning when the store has no offset) lies below the partition's log
+ * start, which retention (or a delete-records) moved past records no count includes; nor when
+ * it lies past the log's end (the topic was re-created: the fetch would be reset to the
+ * beginning and count its partials on top of counts from the old one). Asks the broker (one
+ * ListOffsets, bounded like a committed read), retrying through a broker outage until the stage
+ * is asked to stop. HC_OK with *gap set, or the error that stops the stage. */
+static hc_err_t retention_gap(hc_stage2_t *s2, int32_t p, int64_t stored, bool *gap,
+                              int64_t *log_start, int64_t *log_end, char *errstr,
+                              size_t errstr_size)
+{
+    *gap = false;
+    for (int attempt = 0;; attempt++) {
+        int64_t lo = 0;
+        int64_t hi = 0;
+        rd_kafka_resp_err_t rerr =
+            rd_kafka_query_watermark_offsets(s2->loop.consumer, s2->cfg->topic_partials, p, &lo,
+                                             &hi, (int)s2->cfg->timeouts.committed_read_ms);
+        if (rerr == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            *log_start = lo;
+            *log_end = hi;
+            *gap = lo > (stored == HC_OFFSET_NONE ? 0 : stored) ||
+                   (stored != HC_OFFSET_NONE && stored > hi);
+            return HC_OK;
+        }
+        if (hc_stage_loop_stop_requested(&s2->loop)) {
+            hc_errstr_set(errstr, errstr_size, "log start of %s/%" PRId32 ": %s",
+                          s2->cfg->topic_partials, p, rd_kafka_err2str(rerr));
+            return HC_ERR_TRANSIENT;
+        }
+        int64_t backoff = hc_timeouts_backoff_ms(&s2->cfg->timeouts, attempt);
+        hc_log(HC_LOG_WARN, s2->loop.name,
+               "log start of %s/%" PRId32 ": %s; retrying in %" PRId64 " ms",
+               s2->cfg->topic_partials, p, rd_kafka_err2str(rerr), backoff);
+        hc_stage_loop_pause(&s2->loop, NULL, backoff);
     }
 }
 
 /* Reads the stored offsets of `partitions` (retrying through store outages, backing off as
- * cfg->timeouts says, until the stage is asked to stop) and assigns the consumer there. */
+ * cfg->timeouts says, until the stage is asked to stop) and assigns the consumer there: adds
+ * them to the assignment (a rebalance's), or with `reposition` (they are assigned already)
+ * moves their fetch positions there (hc_kafka_reposition). */
 static hc_err_t assign_from_store(hc_stage2_t *s2,
-                                  const rd_kafka_topic_partition_list_t *partitions, char *errstr,
-                                  size_t errstr_size)
+                                  const rd_kafka_topic_partition_list_t *partitions,
+                                  bool reposition, char *errstr, size_t errstr_size)
 {
     int n = partitions->cnt;
     int32_t *ids = calloc((size_t)n + 1, sizeof(*ids));
@@ -250,6 +308,12 @@ static hc_err_t assign_from_store(hc_stage2_t *s2,
     }
     for (int i = 0; i < n; i++) {
         ids[i] = partitions->elems[i].partition;
+    }
+    if (n == 0) {
+        /* an incremental rebalance may hand out nothing; the group still waits for the call */
+        err =
+            reposition ? HC_OK : hc_kafka_assign_add(s2->loop.consumer, list, errstr, errstr_size);
+        goto done;
     }
     for (int attempt = 0;; attempt++) {
         err = hc_store_read_offsets(s2->st, s2->cfg->group_stage2, s2->cfg->topic_partials, ids,
@@ -272,8 +336,37 @@ static hc_err_t assign_from_store(hc_stage2_t *s2,
             err = HC_ERR_FATAL;
             goto done;
         }
+        bool gap = false;
+        int64_t log_start = 0;
+        int64_t log_end = 0;
+        if ((err = retention_gap(s2, ids[i], stored[i], &gap, &log_start, &log_end, errstr,
+                                 errstr_size)) != HC_OK) {
+            goto done;
+        }
+        if (gap) {
+            /* Reading on would count only what retention left: the counts would be wrong for
+             * good, and quietly (auto.offset.reset would move to the log start). Exiting
+             * instead would not help: the restart, or the instance the partition moves to,
+             * meets the same gap, and the metric and readiness that show it would be gone with
+             * the process. So the partition stays held back (not assigned, nothing applied),
+             * the process not ready, until an operator repairs the store (`hotcount verify`
+             * shows the counts it lacks) and the stage is restarted; the other partitions go
+             * on counting exactly. */
+            if (!ps->gap) {
+                hc_metric_add(s2->metrics->retention_gap_parts, 1);
+            }
+            ps->gap = true;
+            ps->assigned = false;
+            hc_log_event(HC_LOG_ERROR, s2->loop.name, "retention_gap",
+                         HC_LOG_STR("topic", s2->cfg->topic_partials),
+                         HC_LOG_INT("partition", ids[i]),
+                         HC_LOG_INT("store_offset", stored[i] == HC_OFFSET_NONE ? -1 : stored[i]),
+                         HC_LOG_INT("log_start", log_start), HC_LOG_INT("log_end", log_end));
+            continue;
+        }
         ps->assigned = true;
         ps->touched = false;
+        hc_source_forget(s2->src, ids[i]); /* the store's offsets rule now, not our memory */
         ps->start = stored[i];
         ps->next = stored[i];
         rd_kafka_topic_partition_list_add(list, partitions->elems[i].topic, ids[i])->offset =
@@ -282,11 +375,10 @@ static hc_err_t assign_from_store(hc_stage2_t *s2,
     if (s2->changelog && n > 0) {
         hc_changelog_assigned(s2->changelog);
     }
-    rd_kafka_resp_err_t rerr = rd_kafka_assign(s2->loop.consumer, list);
-    if (rerr) {
-        hc_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(rerr));
-        err = HC_ERR_FATAL;
-    }
+    err = reposition
+              ? hc_kafka_reposition(s2->loop.consumer, list,
+                                    (int)s2->cfg->timeouts.committed_read_ms, errstr, errstr_size)
+              : hc_kafka_assign_add(s2->loop.consumer, list, errstr, errstr_size);
 done:
     rd_kafka_topic_partition_list_destroy(list);
     free(ids);
@@ -318,7 +410,7 @@ static hc_err_t reassign_from_store(hc_stage2_t *s2, char *errstr, size_t errstr
     }
     hc_err_t err = HC_OK;
     if (assigned->cnt > 0) {
-        err = assign_from_store(s2, assigned, errstr, errstr_size);
+        err = assign_from_store(s2, assigned, true, errstr, errstr_size);
     }
     rd_kafka_topic_partition_list_destroy(assigned);
     if (err == HC_ERR_TRANSIENT && hc_stage_loop_stop_requested(&s2->loop)) {
@@ -343,13 +435,10 @@ static hc_err_t reassign_from_memory(hc_stage2_t *s2, char *errstr, size_t errst
                 next == HC_OFFSET_NONE ? RD_KAFKA_OFFSET_BEGINNING : next;
         }
     }
-    rd_kafka_resp_err_t rerr = rd_kafka_assign(s2->loop.consumer, list);
+    hc_err_t err = hc_kafka_reposition(
+        s2->loop.consumer, list, (int)s2->cfg->timeouts.committed_read_ms, errstr, errstr_size);
     rd_kafka_topic_partition_list_destroy(list);
-    if (rerr) {
-        hc_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(rerr));
-        return HC_ERR_FATAL;
-    }
-    return HC_OK;
+    return err;
 }
 
 static void set_paused(hc_stage2_t *s2, bool paused)
@@ -612,6 +701,7 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         hc_metrics_stage_flushed(m, HC_METRICS_STAGE2, done_ms, (double)(done_ms - t0) / 1000.0);
         hc_histogram_observe(&m->batch_posts, (double)n);
         observe_end_to_end(s2, batch.now_ms);
+        hc_hotkeys_pub_window(s2->hot, s2->tbl); /* exact per-post likes of the landed window */
         if (s2->changelog) {
             hc_changelog_publish(s2->changelog, s2->deltas, s2->totals, n, batch.now_ms,
                                  s2->offsets, n_offsets);
@@ -619,6 +709,7 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         for (size_t i = 0; i < n_offsets; i++) {
             s2->parts[s2->offsets[i].partition].start = s2->offsets[i].next;
         }
+        hc_source_commit(s2->src);
         hc_metric_add(m->store_commit, 1);
         hc_metric_add(m->store_keys_written, (int64_t)n);
         int64_t refused_events = 0;
@@ -814,6 +905,130 @@ static hc_err_t open_store(hc_stage2_t *s2, char *errstr, size_t errstr_size)
                          : hc_store_open(s2->cfg, &s2->st, errstr, errstr_size);
 }
 
+/* ---- the store check ---- */
+
+/* A new handle on the store, for a store that is another one now (an SQLite handle would go on
+ * reading the old, unlinked file): opened and its schema made sure of, as at the start; on any
+ * error the old handle stays and false is returned (the next check tries again). */
+static bool reopen_store(hc_stage2_t *s2, char *why, size_t why_size)
+{
+    hc_store_t *old = s2->st;
+    s2->st = NULL;
+    hc_err_t err = open_store(s2, why, why_size);
+    if (err == HC_OK) {
+        err = hc_store_init_schema(s2->st, why, why_size);
+    }
+    if (err != HC_OK) {
+        hc_store_close(s2->st);
+        s2->st = old;
+        return false;
+    }
+    hc_store_close(old);
+    return true;
+}
+
+/* Whether the store still holds what stage 2 last wrote, checked every store.check.ms while no
+ * window is open. An open window's batch finds a store that forgot by its compare-and-set; an
+ * idle stage has no batch that would, so a store that restarted empty would serve zeros until
+ * traffic came. Two signs, both one cheap call: the store's identity (hc_store_identity: a
+ * restart, a failover, a replaced file) changed, or the offsets it holds for the assigned
+ * partitions differ from each one's `start` (the offset the last batch wrote or the last
+ * assignment read: in IDLE nothing was consumed past it). Then the stage re-reads the offsets
+ * on the path a lost compare-and-set takes (REREAD): a store that forgot or went back is rebuilt
+ * from the partials still in likes.partials (or, when they are past retention, the partition is
+ * held back: retention_gap); offsets another owner moved forward are taken as a conflict would.
+ * A check that cannot reach the store is skipped: an outage is the batches' to ride out. */
+static hc_err_t check_store(hc_stage2_t *s2, int64_t now_ms, char *errstr, size_t errstr_size)
+{
+    if (s2->cfg->store_check_ms <= 0 || !s2->st || s2->state != HC_STAGE2_IDLE ||
+        now_ms < s2->check_at_ms) {
+        return HC_OK;
+    }
+    s2->check_at_ms = now_ms + s2->cfg->store_check_ms;
+    char id[HC_STORE_IDENTITY_MAX];
+    char why[512];
+    if (hc_store_identity(s2->st, id, sizeof(id), why, sizeof(why)) != HC_OK) {
+        hc_log(HC_LOG_DEBUG, s2->loop.name, "store check skipped: %s", why);
+        return HC_OK;
+    }
+    bool other = s2->identity_known && strcmp(id, s2->identity) != 0;
+    if (other && !reopen_store(s2, why, sizeof(why))) {
+        hc_log(HC_LOG_WARN, s2->loop.name, "store is another one; reopening it: %s", why);
+        return HC_OK; /* the identity stays the old one: the next check tries again */
+    }
+    snprintf(s2->identity, sizeof(s2->identity), "%s", id);
+    s2->identity_known = true;
+    size_t n = 0;
+    for (int32_t p = 0; p < s2->parts_cap; p++) {
+        n += s2->parts[p].assigned;
+    }
+    int32_t *ids = calloc(n + 1, sizeof(*ids));
+    int64_t *stored = calloc(n + 1, sizeof(*stored));
+    hc_err_t err = HC_OK;
+    if (!ids || !stored) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        err = HC_ERR_FATAL;
+        goto done;
+    }
+    n = 0;
+    for (int32_t p = 0; p < s2->parts_cap; p++) {
+        if (s2->parts[p].assigned) {
+            ids[n++] = p;
+        }
+    }
+    err = hc_store_read_offsets(s2->st, s2->cfg->group_stage2, s2->cfg->topic_partials, ids, n,
+                                stored, why, sizeof(why));
+    if (err == HC_ERR_TRANSIENT) {
+        hc_log(HC_LOG_DEBUG, s2->loop.name, "store check skipped: %s", why);
+        err = HC_OK;
+        goto done;
+    }
+    if (err != HC_OK) {
+        hc_errstr_set(errstr, errstr_size, "%s", why);
+        goto done;
+    }
+    size_t moved = 0;
+    size_t behind = 0;
+    size_t first = 0; /* the first partition behind (or else moved) */
+    for (size_t i = 0; i < n; i++) {
+        int64_t start = s2->parts[ids[i]].start;
+        if (stored[i] == start) {
+            continue;
+        }
+        bool back = stored[i] == HC_OFFSET_NONE || (start != HC_OFFSET_NONE && stored[i] < start);
+        if (moved++ == 0 || (back && behind == 0)) {
+            first = i;
+        }
+        behind += back;
+    }
+    if (behind > 0 || (other && moved == 0)) {
+        /* forgot or went back; or another server whose offsets happen to match ours (nothing
+         * lost: re-reading them changes nothing, but a restart is worth a line) */
+        if (behind > 0) {
+            hc_metric_add(s2->metrics->store_forgot, 1);
+        }
+        int64_t was = n ? s2->parts[ids[first]].start : HC_OFFSET_NONE;
+        int64_t now = n ? stored[first] : HC_OFFSET_NONE;
+        hc_log_event(behind > 0 ? HC_LOG_WARN : HC_LOG_INFO, s2->loop.name,
+                     behind > 0 ? "store_forgot" : "store_restarted",
+                     HC_LOG_INT("partitions", behind), HC_LOG_INT("partition", n ? ids[first] : -1),
+                     HC_LOG_INT("written_offset", was == HC_OFFSET_NONE ? -1 : was),
+                     HC_LOG_INT("stored_offset", now == HC_OFFSET_NONE ? -1 : now),
+                     HC_LOG_INT("identity_changed", other ? 1 : 0));
+    } else if (moved > 0) {
+        hc_log(HC_LOG_INFO, s2->loop.name,
+               "store check: %zu partitions' offsets moved ahead (another owner); re-reading",
+               moved);
+    } else {
+        goto done;
+    }
+    err = step(s2, HC_STAGE2_EV_STORE_MOVED, HC_OK, errstr, errstr_size);
+done:
+    free(ids);
+    free(stored);
+    return err;
+}
+
 /* A stage started while its store is down waits for it, as a running one rides out an outage:
  * it retries the open and the schema check with back-off, not ready meanwhile (it holds no
  * partitions: hc_metrics_is_ready), saying why in the log. Asked to stop while waiting, it
@@ -854,26 +1069,47 @@ static hc_err_t on_assign(void *stage, rd_kafka_t *consumer,
     if (!s2->st) {
         return HC_OK; /* stopped before the store was ever reached: take nothing */
     }
-    return assign_from_store(s2, partitions, errstr, errstr_size);
+    return assign_from_store(s2, partitions, false, errstr, errstr_size);
+}
+
+/* The assigned partitions that are not in `gone` (a revoke's list): those an incremental
+ * revoke leaves. NULL when librdkafka has no assignment to give. */
+static rd_kafka_topic_partition_list_t *
+staying_partitions(hc_stage2_t *s2, const rd_kafka_topic_partition_list_t *gone)
+{
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(s2->loop.consumer, &assigned)) {
+        return NULL;
+    }
+    for (int i = 0; i < gone->cnt; i++) {
+        rd_kafka_topic_partition_list_del(assigned, gone->elems[i].topic, gone->elems[i].partition);
+    }
+    return assigned;
 }
 
 /* One attempt to store the open window, also when the assignment was lost: the batch is
  * conditional on the stored offsets, so if another owner moved them it changes nothing. Then
  * the window is gone whatever the store said; the stored offsets did not move, so the next
- * owner re-reads those partials. Never re-assigns: the loop unassigns right after. */
+ * owner re-reads those partials. Never re-assigns the revoked partitions: the loop unassigns
+ * them right after.
+ *
+ * An incremental revoke (group.protocol=consumer) takes some partitions and leaves others. The
+ * window spanned them all and is gone now, stored or not, and the partitions that stay may
+ * have been paused for a retry or have turned partials away: when a window was open they are
+ * re-read from the stored offsets (as after a lost compare-and-set) and resumed, so the next
+ * window starts exactly where the store stands. */
 static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *partitions, bool lost,
                           char *errstr, size_t errstr_size)
 {
-    (void)partitions;
     (void)lost;
     hc_stage2_t *s2 = stage;
     hc_err_t err = HC_OK;
+    bool had_window = has_window(s2->state);
     if (hc_stage_loop_failed(&s2->loop)) {
         (void)step(s2, HC_STAGE2_EV_FAIL, HC_OK, errstr, errstr_size); /* commit nothing */
     } else {
-        bool open = has_window(s2->state);
         err = step(s2, HC_STAGE2_EV_CLOSE, HC_OK, errstr, errstr_size);
-        if (err == HC_OK && open) {
+        if (err == HC_OK && had_window) {
             err = flush(s2, NULL, errstr, errstr_size);
         }
     }
@@ -881,7 +1117,24 @@ static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *pa
         hc_changelog_drain(s2->changelog, s2->loop.consumer, s2->cfg->timeouts.drain_ms);
     }
     hc_metrics_stage_released(s2->metrics, HC_METRICS_STAGE2);
-    forget_positions(s2);
+    rd_kafka_topic_partition_list_t *staying = staying_partitions(s2, partitions);
+    if (!staying || staying->cnt == 0 || hc_stage_loop_failed(&s2->loop) || err != HC_OK) {
+        forget_positions(s2);
+    } else {
+        for (int i = 0; i < partitions->cnt; i++) {
+            part_state_t *ps = part(s2, partitions->elems[i].partition);
+            if (ps) {
+                ps->assigned = false;
+            }
+        }
+        if (had_window) {
+            err = assign_from_store(s2, staying, true, errstr, errstr_size);
+            rd_kafka_resume_partitions(s2->loop.consumer, staying);
+        }
+    }
+    if (staying) {
+        rd_kafka_topic_partition_list_destroy(staying);
+    }
     return err;
 }
 
@@ -916,6 +1169,12 @@ static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *err
     char why[256];
     hc_partial_reason_t reason =
         hc_partial_check(rkm->payload, rkm->payload ? rkm->len : 0, &partial, why, sizeof(why));
+    size_t src_len = 0;
+    const void *src_hdr = hc_source_header_of(rkm, &src_len);
+    if (reason == HC_PARTIAL_OK) {
+        /* a late write of a stale stage-1 transaction: raw offsets counted already */
+        reason = hc_source_check(s2->src, rkm->partition, src_hdr, src_len, why, sizeof(why));
+    }
     bool counted = false;
     if (reason == HC_PARTIAL_OK) {
         size_t before = hc_table_count(s2->tbl);
@@ -946,7 +1205,8 @@ static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *err
         } else if (err != HC_OK) {
             hc_errstr_set(errstr, errstr_size, "aggregation table: %s", hc_err_name(err));
             return HC_ERR_FATAL;
-        } else if ((err = add_source(s2, rkm, &partial, before)) != HC_OK) {
+        } else if ((err = add_source(s2, rkm, &partial, before)) != HC_OK ||
+                   (err = hc_source_accept(s2->src, rkm->partition, src_hdr, src_len)) != HC_OK) {
             hc_errstr_set(errstr, errstr_size, "out of memory");
             return err;
         } else {
@@ -992,6 +1252,9 @@ static hc_err_t on_tick(void *stage, int64_t now_ms, bool idle, char *errstr, si
     bool due = is_paused(s2->state) ? now_ms >= s2->retry_at_ms
                                     : s2->state == HC_STAGE2_OPEN && now_ms >= s2->window_due_ms;
     if (due && (err = flush(s2, NULL, errstr, errstr_size)) != HC_OK) {
+        return err;
+    }
+    if ((err = check_store(s2, now_ms, errstr, errstr_size)) != HC_OK) {
         return err;
     }
     if (s2->changelog) {
@@ -1051,7 +1314,8 @@ hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_m
     s2->metrics = metrics;
     s2->state = HC_STAGE2_IDLE;
     s2->tbl = hc_table_new((size_t)cfg->max_keys);
-    if (!s2->tbl) {
+    s2->src = hc_source_check_new();
+    if (!s2->tbl || !s2->src) {
         hc_errstr_set(errstr, errstr_size, "out of memory for max.keys=%lld",
                       (long long)cfg->max_keys);
         goto fail;
@@ -1078,6 +1342,11 @@ hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_m
         goto fail;
     }
     err = hc_changelog_new(cfg, s2->loop.name, &s2->changelog, errstr, errstr_size);
+    if (err != HC_OK) {
+        goto fail;
+    }
+    err =
+        hc_hotkeys_pub_new(cfg, s2->loop.name, metrics, NULL, NULL, &s2->hot, errstr, errstr_size);
     if (err != HC_OK) {
         goto fail;
     }
@@ -1117,6 +1386,7 @@ void hc_stage2_destroy(hc_stage2_t *s2)
     }
     hc_stage_loop_fini(&s2->loop);
     hc_changelog_destroy(s2->changelog); /* after the consumer: its marks are committed */
+    hc_hotkeys_pub_destroy(s2->hot);
     if (s2->dlq) {
         rd_kafka_flush(s2->dlq, (int)s2->cfg->timeouts.drain_ms);
         rd_kafka_destroy(s2->dlq);
@@ -1127,6 +1397,7 @@ void hc_stage2_destroy(hc_stage2_t *s2)
     free(s2->totals);
     hc_store_close(s2->st);
     hc_table_destroy(s2->tbl);
+    hc_source_check_destroy(s2->src);
     free(s2->parts);
     free(s2->deltas);
     free(s2->offsets);

@@ -76,9 +76,30 @@ for kv in kafka.isolation.level=read_uncommitted kafka.consumer.enable.auto.comm
     key=${kv%%=*}
     check "owned_${key#kafka.}_is_refused" 2 "${key//./\\.}=.*exactly-once depends on it" -- "$hc" run --check-config -X "$kv"
 done
+# Stage 2's dead-letter producer is idempotent (not transactional) and is built only at the first
+# bad partial: an override librdkafka would refuse then (or one that makes an outage fatal) is
+# refused here, by stage2 --check-config, not by the stage stopping on that record.
+for kv in kafka.producer.max.in.flight=6 kafka.producer.max.in.flight.requests.per.connection=10 \
+          kafka.producer.retries=0 kafka.producer.message.send.max.retries=0 \
+          kafka.producer.queuing.strategy=lifo kafka.producer.enable.gapless.guarantee=true \
+          kafka.retries=-1 kafka.max.in.flight=many; do
+    key=${kv%%=*}
+    check "owned_${key#kafka.}_${kv#*=}_is_refused" 2 "${key//./\\.}=.*exactly-once depends on it: .*idempotent" -- "$hc" stage2 --check-config -X "$kv"
+done
+check dlq_producer_safe_values_are_fine 0 'configuration ok' -- "$hc" stage2 --check-config -X kafka.producer.max.in.flight=5 -X kafka.producer.retries=10 -X kafka.producer.queuing.strategy=fifo -X kafka.producer.enable.gapless.guarantee=false
 check owned_setting_refused_by_every_command 2 'isolation\.level' -- "$hc" produce --events 1 -X kafka.isolation.level=read_uncommitted
 check owned_setting_at_hotcounts_value_is_fine 0 'configuration ok' -- "$hc" run --check-config -X kafka.isolation.level=read_committed -X kafka.acks=all -X kafka.consumer.partition.assignment.strategy=range
 check tuning_stays_overridable 0 'configuration ok' -- "$hc" run --check-config -X kafka.producer.transaction.timeout.ms=120000 -X kafka.consumer.session.timeout.ms=6000 -X kafka.linger.ms=20
+# The consumer group protocol (issue 17): group.protocol=consumer refuses the classic
+# protocol's settings, naming the key; the key itself is hotcount's, not kafka.*'s.
+for key in kafka.consumer.session.timeout.ms kafka.heartbeat.interval.ms \
+           kafka.consumer.partition.assignment.strategy kafka.group.protocol.type; do
+    check "consumer_protocol_refuses_${key#kafka.}" 2 "${key//./\\.}: not with group\\.protocol=consumer" -- "$hc" run --check-config -X group.protocol=consumer -X "$key=range"
+done
+check consumer_protocol_is_fine 0 'configuration ok' -- "$hc" run --check-config -X group.protocol=consumer -X group.static=1 -X instance.id=r0
+check group_protocol_value_is_checked 2 'group\.protocol: "eager" is not a group protocol' -- "$hc" stage1 --check-config -X group.protocol=eager
+check kafka_group_protocol_is_refused 2 'kafka\.group\.protocol: set the key group\.protocol' -- "$hc" stage1 --check-config -X kafka.group.protocol=consumer
+check static_and_group_instance_id_is_refused 2 'kafka\.consumer\.group\.instance\.id: group\.static=1' -- "$hc" stage1 --check-config -X group.static=1 -X kafka.consumer.group.instance.id=x
 check property_of_the_other_client_kind_is_refused 2 'transaction\.timeout\.ms is a producer property' -- "$hc" stage1 --check-config -X kafka.consumer.transaction.timeout.ms=1000
 # Keys checked together, with the reason.
 check flush_past_transaction_timeout_is_refused 2 'flush\.ms=3600000.*transaction\.timeout\.ms=60000.*transaction\.max\.timeout\.ms' -- "$hc" stage1 --check-config -X flush.ms=3600000

@@ -20,6 +20,8 @@
 #   hcf_finish EVENTS                 # every check; sets $lost, $duplicated; fails the run
 #                                     # unless they are 0 and the oracle (and tiling) exact
 #   hcf_pass                          # the run passed: its namespace and work dir are removed
+#   hcf_status FILE [opts]  hcf_status_start FILE [opts]  hcf_status_says FILE [CAUSE]...
+#                                     # `hotcount status --json` of the run, and its causes
 #
 # Globals after hcf_init: hc (the binary), run (unique id), work (a work directory), schema
 # (PostgreSQL), store (the store URI), cfg (-c PROPS), store_kind, t0, raw_partitions and
@@ -35,6 +37,8 @@
 # every exit once our processes are gone; hcf_private_store=1: the store is private to the run
 # (its namespace is not cleaned up separately).
 #
+# Group knobs (for any script): HC_GROUP_PROTOCOL=classic|consumer, HC_GROUP_STATIC=1 (see
+# group_props below).
 # Knobs: HCF_FLUSH_MS (300), HCF_PARTIALS_PARTITIONS (8), HCF_PROPS (extra lines for the
 # properties file), HCF_CHANGELOG=strict|report|off (topic.counts checked by the oracle / only
 # reported by tally.py / not read), HCF_TILING=1 (topic.manifest on, and tests/faults/tiling.py
@@ -162,6 +166,19 @@ hcf_deadline() { # seconds: the whole run's bound; SIGALRM to this script, which
     guard=$!
 }
 
+# The stages' group settings: HC_GROUP_PROTOCOL=classic (default) or consumer (KIP-848, where
+# the broker times sessions: group.consumer.session.timeout.ms=6000 in tests/harness/kafka-ctl),
+# HC_GROUP_STATIC=1 for static membership (group.instance.id = instance.id).
+group_props() {
+    case "${HC_GROUP_PROTOCOL:-classic}" in
+    classic) printf '%s\n' group.protocol=classic kafka.consumer.session.timeout.ms=6000 \
+        kafka.consumer.heartbeat.interval.ms=1000 ;;
+    consumer) printf '%s\n' group.protocol=consumer ;;
+    *) fail "HC_GROUP_PROTOCOL=${HC_GROUP_PROTOCOL}: classic or consumer" ;;
+    esac
+    [ -z "${HC_GROUP_STATIC:-}" ] || printf '%s\n' group.static=1
+}
+
 hcf_init() { # name hotcount store-kind
     hcf_name=$1
     hc=$(realpath "$2")
@@ -193,8 +210,7 @@ group.stage2=g$run-stage2
 store=$store
 store.redis.prefix=f$run:
 flush.ms=$flush_ms
-kafka.consumer.session.timeout.ms=6000
-kafka.consumer.heartbeat.interval.ms=1000
+$(group_props)
 log.level=warn
 ${HCF_PROPS:-}
 PROPS
@@ -202,6 +218,7 @@ PROPS
     # tiling.py checks at the end that the committed ones tile every raw partition exactly once.
     [ -z "${HCF_TILING:-}" ] || echo "topic.manifest=f$run.manifest" >>"$work/hotcount.properties"
     cfg=(-c "$work/hotcount.properties")
+    txn_record run "g$run-stage1"
     run_waiting "$hc" init "${cfg[@]}" >/dev/null || fail "hotcount init"
     raw_partitions=$(topic_partitions "f$run.raw") || fail "the broker does not list f$run.raw"
     partials_partitions=$(topic_partitions "f$run.partials") ||
@@ -219,10 +236,17 @@ print(len(t[0].get("partitions", [])) if t and not t[0].get("error") else 0)' "$
     printf '%s\n' "$n"
 }
 
+# Records for tests/faults/txn_ids.sh, in the harness's directory that the fault tests of one
+# with-servers run share: this run's group.stage1, and each stage-1 instance.id it starts.
+txn_record() { # run|stage1 group [instance-id]
+    [ -z "${HC_TEST_SERVERS_DIR:-}" ] || printf '%s\n' "$*" >>"$HC_TEST_SERVERS_DIR/fault-txn-ids"
+}
+
 # --- stages --------------------------------------------------------------------------------
 start_stage() { # kind instance-id [-X key=value]...: a new incarnation, logging JSON at info
     local kind=$1 id=$2 log port pid attempt
     shift 2
+    [ "$kind" != stage1 ] || txn_record stage1 "g$run-stage1" "$id"
     # The metrics port is ours to choose (hc_free_port), so nothing is read from the log. A port
     # taken between the choice and the stage's bind makes the stage exit 2 at once: pick again.
     for ((attempt = 1; ; attempt++)); do
@@ -450,3 +474,35 @@ hcf_check_exact() {
     [ "$tiling_status" -eq 0 ] || fail "tiling: committed offset ranges do not tile the raw topic"
 }
 hcf_pass() { ok=1; }
+
+# --- hotcount status of this run's pipeline (docs/RUNBOOK.md) -------------------------------
+hcf_status_start() { # file [status options]...: `hotcount status --json` into file, in the
+    local file=$1 #    background: status_pid (`reap "$status_pid"` sets $status, its exit)
+    shift
+    "$hc" status "${cfg[@]}" --json "$@" >"$file" 2>>"$work/status.err" &
+    status_pid=$!
+    live[$status_pid]=status
+}
+hcf_status() { # file [status options]...: the same in the foreground
+    hcf_status_start "$@"
+    reap "$status_pid"
+}
+# The report in file (exit status $status) says healthy when no cause is given, else degraded
+# with exactly the causes given; a group named NAME_no_members (stage1|stage2) lists no member.
+hcf_status_says() { # file cause...
+    python3 - "$status" "$@" <<'EOF'
+import json, sys
+rc, path, want = int(sys.argv[1]), sys.argv[2], sorted(sys.argv[3:])
+try:
+    r = json.load(open(path))
+except ValueError:
+    sys.exit(f"status exited {rc} with no JSON report")
+got = sorted(r.get("causes", []))
+ok = got == want and rc == (1 if want else 0) and r.get("healthy") is (not want)
+for c in want:
+    if c.endswith("_no_members"):
+        ok = ok and r.get(c[: -len("_no_members")], {}).get("members") == []
+if not ok:
+    sys.exit(f"status exited {rc} with causes {got}, want {want}")
+EOF
+}

@@ -3,6 +3,7 @@
 # same check that the product passes.
 #
 #   mutants.sh HOTCOUNT [--build-root DIR] [MUTANT...]
+#   mutants.sh HOTCOUNT [--build-root DIR] --build-only [MUTANT...]
 #
 # HOTCOUNT is the product binary. Each MUTANT (default: all three) is built from this source
 # tree with cmake -DHC_MUTANT=<name> (RelWithDebInfo, target hotcount only) in
@@ -21,6 +22,9 @@
 #   mutant NAME: caught by CHECKERS (verify …, oracle …, tally lost=L duplicated=D, tiling …)
 # Exit 0 only when the product is exact and every mutant was caught; a check that could not run
 # (a stage that did not start, a timeout) is a failure, never a catch.
+# --build-only builds the mutants (here also hang_store, tests/integration/watchdog.sh's) and
+# runs nothing: the suite's build_mutants fixture, so the compiling happens beside the broker
+# tests instead of inside their serial chain (a later build of the same tree is a no-op).
 #
 # Environment: HC_FAULT_KEEP=1 keeps every check's work directory (a check whose outcome was not
 # the expected one always keeps it); HC_MUTANT_EVENTS (60000), HC_MUTANT_RATE (15000);
@@ -103,12 +107,18 @@ if [ "${1:-}" = --build-root ]; then
     root=${2:?--build-root DIR}
     shift 2
 fi
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+    build_only=1
+    all_mutants+=(hang_store)
+    shift
+fi
 mutants=("$@")
 [ ${#mutants[@]} -gt 0 ] || mutants=("${all_mutants[@]}")
 for m in "${mutants[@]}"; do
     [[ " ${all_mutants[*]} " == *" $m "* ]] || usage
 done
-: "${HC_TEST_BROKERS:?run under tests/harness/with-servers --kafka}"
+[ "$build_only" -eq 1 ] || : "${HC_TEST_BROKERS:?run under tests/harness/with-servers --kafka}"
 t0=$SECONDS
 
 for m in "${mutants[@]}"; do
@@ -122,6 +132,7 @@ for m in "${mutants[@]}"; do
         { echo "mutants: building $m failed"; exit 1; }
 done
 echo "mutants: built ${mutants[*]} in $((SECONDS - t0)) s"
+[ "$build_only" -eq 0 ] || exit 0
 
 failed=0
 run_check() { # binary name expect: sets $line and $rc

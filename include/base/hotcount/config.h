@@ -40,25 +40,37 @@ typedef struct hc_config {
     char *topic_dlq;
     char *topic_counts;   /* "" = off */
     char *topic_manifest; /* "" = off: stage 1's per-transaction offset ranges */
+    char *topic_hotkeys;  /* "" = off: stage 2's hot-set changes and declared hot posts */
     int32_t topic_raw_partitions;
     int32_t topic_partials_partitions;
     int32_t topic_dlq_partitions;
     int32_t topic_counts_partitions;
     int32_t topic_manifest_partitions;
+    int32_t topic_hotkeys_partitions;
     int32_t topic_replication_factor; /* -1: the broker's default */
     char *group_stage1;
     char *group_stage2;
     char *instance_id;
+    char *group_protocol; /* "classic" or "consumer" (KIP-848) */
+    int32_t group_static; /* 1: group.instance.id = the stage's instance id */
     int64_t flush_ms;
     int32_t salts;
     int64_t max_keys;
     int64_t event_max_bytes;
     char *store;
     char *store_redis_prefix;
+    /* "" = none: the store's password is in `store`, or there is none */
+    char *store_password_file;
+    /* Not a key: the content of store_password_file (hotcount/secret_file.h), read when that
+     * key is set; "" when none. A secret: hc_redact_config_secrets hides it. */
+    char *store_password;
+    int64_t store_check_ms;     /* 0 = off: stage 2's check that the store did not forget */
     int64_t hotkeys_enter_rate; /* likes/s */
     int64_t hotkeys_leave_rate;
-    int64_t watchdog_ms;  /* 0 = off */
-    char *metrics_listen; /* "" = off */
+    int64_t hotkeys_dwell_ms; /* stage 2's hot set: time below the leave rate before leaving */
+    int64_t hotkeys_max;      /* stage 2's hot set: most members */
+    int64_t watchdog_ms;      /* 0 = off */
+    char *metrics_listen;     /* "" = off */
     char *log_level;
     char *log_format;
     /* hotcount serve */

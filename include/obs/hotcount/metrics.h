@@ -26,6 +26,8 @@
  * | hotcount_partials_invalid_total | counter | reason | partials stage 2 dead-lettered instead of counting, by reason (the `hotcount-error` header values, hotcount/partial_check.h) |
  * | hotcount_store_batches_total | counter | outcome="commit"\|"conflict"\|"error" | stage-2 store batches |
  * | hotcount_store_keys_written_total | counter | | posts written by committed store batches |
+ * | hotcount_store_forgot_total | counter | | stage-2 store checks (`store.check.ms`) that found the store no longer holding the offsets stage 2 last wrote, or another server (docs/EVENTS.md `store_forgot`): each re-read the store's offsets and rebuilt the counts from likes.partials |
+ * | hotcount_retention_gap_partitions | gauge | | stage-2 partitions not applied because the partials their counts need are past retention (the store's offset, or the beginning when it has none, is below the partition's log start; docs/EVENTS.md `retention_gap`); while above 0 the process is not ready |
  * | hotcount_events_stored_total | counter | | raw events covered by committed store batches |
  * | hotcount_store_seconds | histogram | | one store batch apply (hc_store_apply), any outcome |
  * | hotcount_batch_posts | histogram | | posts per committed store batch |
@@ -34,6 +36,9 @@
  * | hotcount_consumer_lag | gauge | topic, partition | messages behind the high watermark, from librdkafka statistics |
  * | hotcount_assigned_partitions | gauge | stage="1"\|"2" | partitions assigned to this process's stages |
  * | hotcount_unflushed_input_seconds | gauge | stage="1"\|"2" | how long input the stage consumed has waited for a successful flush (its open window; a window aborted or refused and read again counts from its first attempt); 0 when none waits |
+ * | hotcount_hot_posts | gauge | | posts in this process's stage-2 hot sets (detected: hot or cooling; docs/FORMATS.md "Hot keys") |
+ * | hotcount_hotkey_transitions_total | counter | to="hot"\|"cool" | stage-2 hot-set changes: posts entering (over hotkeys.enter.rate) and leaving (below hotkeys.leave.rate for hotkeys.dwell.ms, or evicted from a full set) |
+ * | hotcount_hotkey_flaps_total | counter | | posts entering the hot set again less than max(60 s, 6 x hotkeys.dwell.ms) after leaving it: thresholds too close or a dwell too short for the traffic |
  * | hotcount_hot_key_events_per_second | gauge | post_id | the current top posts (at most 20) by events/s over stage 1's last window, summed over this process's stage-1 instances |
  *
  * Histogram buckets (le, seconds unless noted):
@@ -144,6 +149,12 @@ typedef struct hc_metrics {
     atomic_int_fast64_t store_keys_written;
     atomic_int_fast64_t events_stored; /* sum of partial `events` in committed store batches */
     atomic_int_fast64_t stage2_assigned;
+    atomic_int_fast64_t store_forgot;        /* store checks that found the store forgot */
+    atomic_int_fast64_t retention_gap_parts; /* partitions held back by a retention gap */
+    atomic_int_fast64_t hot_posts;           /* members of the stage-2 hot sets */
+    atomic_int_fast64_t hotkey_to_hot;       /* hot-set entries */
+    atomic_int_fast64_t hotkey_to_cool;      /* hot-set departures */
+    atomic_int_fast64_t hotkey_flaps;        /* re-entries soon after a departure */
 
     /* histograms: buckets set by hc_metrics_init */
     hc_histogram_t end_to_end_seconds;                    /* event ts -> store commit */
@@ -195,7 +206,7 @@ void hc_metrics_stage_released(hc_metrics_t *m, hc_metrics_stage_kind_t kind);
  * kind has input that has waited more than 3 x flush_ms for a successful flush (counted from
  * when it started waiting, or from the stage's start if later). So an idle stage is ready, a
  * stage whose windows keep aborting or whose store is down is not, even while it stops polling.
- * Any thread. */
+ * Not ready either while a stage-2 partition is held back by a retention gap. Any thread. */
 bool hc_metrics_is_ready(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms);
 
 /* ---- consumer lag from librdkafka statistics ----------------------------------------------- */
