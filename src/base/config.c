@@ -1023,6 +1023,17 @@ hc_err_t hc_config_validate(hc_config_t *cfg, char *errstr, size_t errstr_size)
         }
         topics[count++] = all[i];
     }
+    /* A static member killed without leaving holds its instance id until its session times
+     * out, and under the consumer protocol librdkafka raises the broker's refusal of the
+     * restarted member (UNRELEASED_INSTANCE_ID) as a fatal error: the stage would stop instead
+     * of waiting (docs/RELIABILITY.md, "Consumer group protocols and bounded stops"). */
+    if (cfg->group_static && strcmp(cfg->group_protocol, "consumer") == 0) {
+        hc_errstr_set(errstr, errstr_size,
+                      "group.static=1 with group.protocol=consumer: a stage restarted after a "
+                      "crash would stop on UNRELEASED_INSTANCE_ID until its old session times "
+                      "out; use group.static with group.protocol=classic");
+        return HC_ERR_INVALID;
+    }
     if (cfg->hotkeys_leave_rate >= cfg->hotkeys_enter_rate) {
         hc_errstr_set(errstr, errstr_size,
                       "hotkeys.leave.rate (%lld) must be below hotkeys.enter.rate (%lld)",

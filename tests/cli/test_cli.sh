@@ -96,7 +96,9 @@ for key in kafka.consumer.session.timeout.ms kafka.heartbeat.interval.ms \
            kafka.consumer.partition.assignment.strategy kafka.group.protocol.type; do
     check "consumer_protocol_refuses_${key#kafka.}" 2 "${key//./\\.}: not with group\\.protocol=consumer" -- "$hc" run --check-config -X group.protocol=consumer -X "$key=range"
 done
-check consumer_protocol_is_fine 0 'configuration ok' -- "$hc" run --check-config -X group.protocol=consumer -X group.static=1 -X instance.id=r0
+check consumer_protocol_is_fine 0 'configuration ok' -- "$hc" run --check-config -X group.protocol=consumer -X instance.id=r0
+check static_is_fine_under_classic 0 'configuration ok' -- "$hc" run --check-config -X group.static=1 -X instance.id=r0
+check consumer_protocol_refuses_static 2 'group\.static=1 with group\.protocol=consumer' -- "$hc" run --check-config -X group.protocol=consumer -X group.static=1 -X instance.id=r0
 check group_protocol_value_is_checked 2 'group\.protocol: "eager" is not a group protocol' -- "$hc" stage1 --check-config -X group.protocol=eager
 check kafka_group_protocol_is_refused 2 'kafka\.group\.protocol: set the key group\.protocol' -- "$hc" stage1 --check-config -X kafka.group.protocol=consumer
 check static_and_group_instance_id_is_refused 2 'kafka\.consumer\.group\.instance\.id: group\.static=1' -- "$hc" stage1 --check-config -X group.static=1 -X kafka.consumer.group.instance.id=x
