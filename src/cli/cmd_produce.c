@@ -15,6 +15,9 @@ static const hc_cli_opt_t produce_opts[] = {
     {"unlike-ratio", 'u', "F", "share of unlike events, 0..1 (default 0.05)"},
     {"invalid-ratio", 'i', "F", "share of malformed events, 0..1 (default 0)"},
     {"seed", 0, "N", "random seed (default 1)"},
+    {"adaptive", 0, NULL,
+     "adaptive salting: follow topic.hotkeys, salt a post over its salts only while it is hot, "
+     "else key it <post_id>#0"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -42,6 +45,7 @@ int hc_cmd_produce(int argc, char **argv)
         hc_cli_fini(&cli);
         return HC_EXIT_USAGE;
     }
+    opts.adaptive = hc_cli_has(&cli, "adaptive");
     hc_cli_install_signals();
     hc_tally_t tally;
     if (hc_tally_init(&tally, opts.posts) != HC_OK) {
@@ -59,6 +63,10 @@ int hc_cmd_produce(int argc, char **argv)
            acked, (int64_t)atomic_load(&tally.acked_valid),
            (int64_t)atomic_load(&tally.acked_invalid), secs, secs > 0 ? (double)acked / secs : 0,
            (int64_t)atomic_load(&tally.failed));
+    if (opts.adaptive) {
+        printf("adaptive: %" PRId64 " valid events salted, %" PRId64 " hotkeys records followed\n",
+               (int64_t)atomic_load(&tally.salted), (int64_t)atomic_load(&tally.hot_records));
+    }
     if (err != HC_OK) {
         fprintf(stderr, "hotcount produce: %s\n", errstr);
         status = err == HC_ERR_INVALID ? HC_EXIT_USAGE : HC_EXIT_FAILED;

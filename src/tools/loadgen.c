@@ -7,14 +7,22 @@
 #include <time.h>
 
 #include "hotcount/clock.h"
+#include "hotcount/hotkeys_follow.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
+#include "hotcount/producer_key.h"
 #include "hotcount/salt.h"
 #include "hotcount/zipf.h"
 
 /* Delivery-report opaque: rank << 2 | unlike << 1 | invalid. */
 #define OPQ_INVALID 1u
 #define OPQ_UNLIKE 2u
+
+/* Adaptive salting: how often the loop reads new topic.hotkeys records (a poll with no wait,
+ * cheap), and how long it may take to catch up at start. A change reaches the keys within 64
+ * events, or within one --rate pause when the rate is low. */
+#define FOLLOW_EVERY 64
+#define FOLLOW_OPEN_TIMEOUT_MS 30000
 
 hc_err_t hc_tally_init(hc_tally_t *tally, uint64_t posts)
 {
@@ -192,6 +200,24 @@ hc_err_t hc_loadgen_run(const hc_config_t *cfg, const hc_loadgen_opts_t *opts, h
     if (!rk) {
         return HC_ERR_INVALID;
     }
+    /* Adaptive: the view is caught up with topic.hotkeys before the first event, then followed
+     * from this loop (the view's one owner thread), every FOLLOW_EVERY events. */
+    hc_hotview_t *hv = NULL;
+    hc_hotkeys_follow_t *follow = NULL;
+    if (opts->adaptive) {
+        hv = hc_hotview_new((uint32_t)cfg->salts);
+        if (!hv) {
+            hc_errstr_set(errstr, errstr_size, "out of memory");
+            rd_kafka_destroy(rk);
+            return HC_ERR_FATAL;
+        }
+        err = hc_hotkeys_follow_open(cfg, hv, FOLLOW_OPEN_TIMEOUT_MS, &follow, errstr, errstr_size);
+        if (err != HC_OK) {
+            hc_hotview_destroy(hv);
+            rd_kafka_destroy(rk);
+            return err;
+        }
+    }
     hc_rng_t rng;
     hc_rng_init(&rng, opts->seed);
     hc_zipf_t zipf;
@@ -218,13 +244,28 @@ hc_err_t hc_loadgen_run(const hc_config_t *cfg, const hc_loadgen_opts_t *opts, h
                 break;
             }
         }
+        if (follow && (seq % FOLLOW_EVERY) == 0) {
+            int64_t applied = hc_hotkeys_follow_poll(follow, 0);
+            if (applied < 0) {
+                hc_errstr_set(errstr, errstr_size, "out of memory following topic.hotkeys");
+                err = HC_ERR_FATAL;
+                break;
+            }
+        }
         uint64_t rank = hc_zipf_sample(&zipf, &rng);
         uint64_t user = hc_rng_below(&rng, 10000000);
         char post[24], user_id[24], key[64], value[256];
         int post_len = snprintf(post, sizeof(post), "%" PRIu64, rank);
         int user_len = snprintf(user_id, sizeof(user_id), "u%" PRIu64, user);
-        uint32_t salt = hc_salt(user_id, (size_t)user_len, (uint32_t)cfg->salts);
-        size_t key_len = hc_salt_key(key, sizeof(key), post, (size_t)post_len, salt);
+        size_t key_len;
+        if (hv) {
+            key_len = hc_producer_key(hv, post, (size_t)post_len, user_id, (size_t)user_len,
+                                      hc_wall_ms(), key, sizeof(key));
+        } else {
+            uint32_t salt = hc_salt(user_id, (size_t)user_len, (uint32_t)cfg->salts);
+            key_len = hc_salt_key(key, sizeof(key), post, (size_t)post_len, salt);
+        }
+        bool salted = key_len >= 2 && !(key[key_len - 2] == '#' && key[key_len - 1] == '0');
         uintptr_t opq;
         size_t len;
         if (opts->invalid_ratio > 0 && hc_rng_double(&rng) < opts->invalid_ratio) {
@@ -239,6 +280,9 @@ hc_err_t hc_loadgen_run(const hc_config_t *cfg, const hc_loadgen_opts_t *opts, h
                                    quote, post, quote, user_id, unlike ? "unlike" : "like",
                                    hc_wall_ms(), seq);
             opq = (uintptr_t)rank << 2 | (unlike ? OPQ_UNLIKE : 0);
+            if (tally && salted) {
+                atomic_fetch_add(&tally->salted, 1);
+            }
         }
         for (;;) {
             rd_kafka_resp_err_t rerr = rd_kafka_producev(
@@ -271,5 +315,10 @@ flush:
         }
     }
     rd_kafka_destroy(rk);
+    if (tally && hv) {
+        atomic_fetch_add(&tally->hot_records, hc_hotview_records(hv)); /* catch-up included */
+    }
+    hc_hotkeys_follow_close(follow);
+    hc_hotview_destroy(hv);
     return err;
 }

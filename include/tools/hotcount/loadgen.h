@@ -31,6 +31,9 @@ typedef struct hc_loadgen_opts {
      * *consumed (the demo keeps the mock cluster's bounded partitions from overflowing). */
     const atomic_int_fast64_t *consumed;
     int64_t max_ahead;
+    /* Adaptive salting (core/producer_key.h): follow topic.hotkeys and salt a post over N ways
+     * only while it is hot, else key it "<post>#0". Off: every post over `salts` ways. */
+    bool adaptive;
 } hc_loadgen_opts_t;
 
 typedef struct hc_tally {
@@ -40,6 +43,8 @@ typedef struct hc_tally {
     atomic_int_fast64_t acked_valid;   /* acknowledged valid events */
     atomic_int_fast64_t acked_invalid; /* acknowledged malformed events */
     atomic_int_fast64_t failed;        /* delivery failed (not in the log) */
+    atomic_int_fast64_t salted;        /* valid events sent with a salt other than 0 */
+    atomic_int_fast64_t hot_records;   /* adaptive: topic.hotkeys records followed */
 } hc_tally_t;
 
 hc_err_t hc_tally_init(hc_tally_t *tally, uint64_t posts);

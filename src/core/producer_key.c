@@ -1,0 +1,174 @@
+/* Adaptive salting: the hot-set view and the producer key rule (producer_key.h). The view is an
+ * open-addressing table keyed by post id, one slot per source, since a detection and a
+ * declaration of the same post are separate keys in the compacted topic and both may make the
+ * post hot. */
+#include "hotcount/producer_key.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hotcount/salt.h"
+
+typedef struct view_rec {
+    bool present;
+    hc_hotkey_record_t rec; /* the last record of this source for the post */
+} view_rec_t;
+
+typedef struct view_entry {
+    char *post_id; /* owned; NULL: empty slot */
+    size_t post_id_len;
+    view_rec_t by_source[2]; /* [HC_HOTKEY_DETECTED], [HC_HOTKEY_DECLARED] */
+} view_entry_t;
+
+struct hc_hotview {
+    view_entry_t *slots; /* owned; cap is a power of two, kept at most half full */
+    size_t cap;
+    size_t used;
+    int64_t records;
+    uint32_t default_salts;
+};
+
+#define VIEW_MIN_CAP 64
+
+hc_hotview_t *hc_hotview_new(uint32_t default_salts)
+{
+    hc_hotview_t *hv = calloc(1, sizeof(*hv));
+    if (!hv) {
+        return NULL;
+    }
+    hv->slots = calloc(VIEW_MIN_CAP, sizeof(*hv->slots));
+    if (!hv->slots) {
+        free(hv);
+        return NULL;
+    }
+    hv->cap = VIEW_MIN_CAP;
+    hv->default_salts = default_salts < 1 ? 1 : default_salts;
+    return hv;
+}
+
+void hc_hotview_destroy(hc_hotview_t *hv)
+{
+    if (!hv) {
+        return;
+    }
+    for (size_t i = 0; i < hv->cap; i++) {
+        free(hv->slots[i].post_id);
+    }
+    free(hv->slots);
+    free(hv);
+}
+
+/* The slot holding post_id, or the empty slot where it would go. */
+static view_entry_t *find_slot(view_entry_t *slots, size_t cap, const char *post_id, size_t len)
+{
+    size_t i = hc_fnv1a32(post_id, len) & (cap - 1);
+    for (;;) {
+        view_entry_t *e = &slots[i];
+        if (!e->post_id ||
+            (e->post_id_len == len && (len == 0 || memcmp(e->post_id, post_id, len) == 0))) {
+            return e;
+        }
+        i = (i + 1) & (cap - 1);
+    }
+}
+
+static bool grow(hc_hotview_t *hv)
+{
+    size_t cap = hv->cap * 2;
+    view_entry_t *slots = calloc(cap, sizeof(*slots));
+    if (!slots) {
+        return false;
+    }
+    for (size_t i = 0; i < hv->cap; i++) {
+        if (hv->slots[i].post_id) {
+            *find_slot(slots, cap, hv->slots[i].post_id, hv->slots[i].post_id_len) = hv->slots[i];
+        }
+    }
+    free(hv->slots);
+    hv->slots = slots;
+    hv->cap = cap;
+    return true;
+}
+
+hc_err_t hc_hotview_apply(hc_hotview_t *hv, const hc_hotkey_record_t *rec)
+{
+    if ((hv->used + 1) * 2 > hv->cap && !grow(hv)) {
+        return HC_ERR_FATAL; /* nothing changed: the old table is intact */
+    }
+    view_entry_t *e = find_slot(hv->slots, hv->cap, rec->post_id, rec->post_id_len);
+    if (!e->post_id) {
+        e->post_id = malloc(rec->post_id_len + 1);
+        if (!e->post_id) {
+            return HC_ERR_FATAL;
+        }
+        memcpy(e->post_id, rec->post_id, rec->post_id_len);
+        e->post_id[rec->post_id_len] = '\0';
+        e->post_id_len = rec->post_id_len;
+        memset(e->by_source, 0, sizeof(e->by_source));
+        hv->used++;
+    }
+    size_t src = rec->source == HC_HOTKEY_DECLARED ? 1 : 0;
+    e->by_source[src].present = true;
+    e->by_source[src].rec = *rec;
+    hv->records++;
+    return HC_OK;
+}
+
+hc_err_t hc_hotview_apply_value(hc_hotview_t *hv, const void *value, size_t len, char *errstr,
+                                size_t errstr_size)
+{
+    hc_hotkey_record_t rec;
+    hc_err_t err = hc_hotkey_record_parse(value, len, &rec, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    return hc_hotview_apply(hv, &rec);
+}
+
+uint32_t hc_hotview_salts(const hc_hotview_t *hv, const char *post_id, size_t post_id_len,
+                          int64_t now_ms)
+{
+    if (!hv) {
+        return 0;
+    }
+    const view_entry_t *e = find_slot(hv->slots, hv->cap, post_id, post_id_len);
+    if (!e->post_id) {
+        return 0;
+    }
+    bool hot = false;
+    uint32_t asked = 0; /* the largest `salts` a hot record carries */
+    for (size_t s = 0; s < 2; s++) {
+        const view_rec_t *vr = &e->by_source[s];
+        if (vr->present && hc_hotkey_record_is_hot(&vr->rec, now_ms)) {
+            hot = true;
+            if (vr->rec.salts > 0 && (uint32_t)vr->rec.salts > asked) {
+                asked = (uint32_t)vr->rec.salts;
+            }
+        }
+    }
+    if (!hot) {
+        return 0;
+    }
+    return asked > 0 ? asked : hv->default_salts;
+}
+
+size_t hc_hotview_posts(const hc_hotview_t *hv)
+{
+    return hv ? hv->used : 0;
+}
+
+int64_t hc_hotview_records(const hc_hotview_t *hv)
+{
+    return hv ? hv->records : 0;
+}
+
+size_t hc_producer_key(const hc_hotview_t *hv, const char *post_id, size_t post_id_len,
+                       const void *user_id, size_t user_id_len, int64_t now_ms, char *buf,
+                       size_t buf_size)
+{
+    uint32_t ways = hc_hotview_salts(hv, post_id, post_id_len, now_ms);
+    /* hc_salt gives 0 for ways <= 1, so a cold post and a post declared with --salts 1 both
+     * key "<post>#0". */
+    uint32_t salt = ways > 1 ? hc_salt(user_id, user_id_len, ways) : 0;
+    return hc_salt_key(buf, buf_size, post_id, post_id_len, salt);
+}

@@ -1,0 +1,181 @@
+/* Adaptive salting (core/producer_key.h): the shared vectors that the Python reference
+ * (tools/producer_key.py) is checked against too, and the view's own contract. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* cmocka.h needs the four headers above; keep it in its own include block */
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hotcount/producer_key.h"
+#include "hotcount/salt.h"
+
+static const char *vectors_path = HC_PRODUCER_KEY_VECTORS;
+
+#define T0 1796144600000LL
+
+static void key_matches_every_shared_vector(void **state)
+{
+    (void)state;
+    json_error_t jerr;
+    json_t *doc = json_load_file(vectors_path, 0, &jerr);
+    if (!doc) {
+        fail_msg("%s: %s", vectors_path, jerr.text);
+    }
+    json_t *cases = json_object_get(doc, "cases");
+    assert_true(json_array_size(cases) >= 20);
+    size_t i;
+    json_t *c;
+    int failed = 0;
+    json_array_foreach(cases, i, c)
+    {
+        hc_hotview_t *hv =
+            hc_hotview_new((uint32_t)json_integer_value(json_object_get(c, "default_salts")));
+        assert_non_null(hv);
+        size_t j;
+        json_t *rec;
+        json_array_foreach(json_object_get(c, "records"), j, rec)
+        {
+            char *value = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            char errstr[256];
+            (void)hc_hotview_apply_value(hv, value, strlen(value), errstr, sizeof(errstr));
+            free(value);
+        }
+        const char *post = json_string_value(json_object_get(c, "post"));
+        const char *user = json_string_value(json_object_get(c, "user"));
+        const char *want = json_string_value(json_object_get(c, "key"));
+        char key[300];
+        size_t len =
+            hc_producer_key(hv, post, strlen(post), user, strlen(user),
+                            json_integer_value(json_object_get(c, "now")), key, sizeof(key));
+        if (len != strlen(want) || memcmp(key, want, len) != 0) {
+            print_message("%s: got %.*s, want %s\n", json_string_value(json_object_get(c, "name")),
+                          (int)len, key, want);
+            failed++;
+        }
+        hc_hotview_destroy(hv);
+    }
+    json_decref(doc);
+    assert_int_equal(failed, 0);
+}
+
+static hc_hotkey_record_t detected(const char *post, bool hot)
+{
+    hc_hotkey_record_t rec = {0};
+    rec.post_id_len = strlen(post);
+    memcpy(rec.post_id, post, rec.post_id_len);
+    rec.hot = hot;
+    rec.since_ms = T0 - 1000;
+    rec.source = HC_HOTKEY_DETECTED;
+    rec.expires_ms = HC_HOTSET_NONE;
+    return rec;
+}
+
+static void cold_view_keys_every_post_unsalted(void **state)
+{
+    (void)state;
+    char key[64];
+    assert_int_equal(hc_producer_key(NULL, "42", 2, "u5", 2, T0, key, sizeof(key)), 4);
+    assert_memory_equal(key, "42#0", 5);
+    hc_hotview_t *hv = hc_hotview_new(16);
+    assert_non_null(hv);
+    assert_int_equal(hc_hotview_salts(hv, "42", 2, T0), 0);
+    assert_int_equal(hc_producer_key(hv, "42", 2, "u5", 2, T0, key, sizeof(key)), 4);
+    assert_memory_equal(key, "42#0", 5);
+    hc_hotview_destroy(hv);
+}
+
+static void hot_post_is_salted_as_the_static_rule(void **state)
+{
+    (void)state;
+    hc_hotview_t *hv = hc_hotview_new(16);
+    hc_hotkey_record_t rec = detected("42", true);
+    assert_int_equal(hc_hotview_apply(hv, &rec), HC_OK);
+    assert_int_equal(hc_hotview_salts(hv, "42", 2, T0), 16);
+    char key[64], want[64];
+    for (int u = 0; u < 200; u++) {
+        char user[16];
+        int ulen = snprintf(user, sizeof(user), "u%d", u);
+        size_t len = hc_producer_key(hv, "42", 2, user, (size_t)ulen, T0, key, sizeof(key));
+        size_t wlen = hc_salt_key(want, sizeof(want), "42", 2, hc_salt(user, (size_t)ulen, 16));
+        assert_int_equal(len, wlen);
+        assert_memory_equal(key, want, len);
+    }
+    rec.hot = false; /* the post cools: the same key replaces the record */
+    assert_int_equal(hc_hotview_apply(hv, &rec), HC_OK);
+    assert_int_equal(hc_hotview_salts(hv, "42", 2, T0), 0);
+    assert_int_equal(hc_hotview_posts(hv), 1);
+    assert_int_equal(hc_hotview_records(hv), 2);
+    hc_hotview_destroy(hv);
+}
+
+/* The table grows past its first capacity without losing any post. */
+static void view_keeps_every_post_through_growth(void **state)
+{
+    (void)state;
+    hc_hotview_t *hv = hc_hotview_new(8);
+    char post[16];
+    for (int p = 0; p < 5000; p++) {
+        snprintf(post, sizeof(post), "%d", p);
+        hc_hotkey_record_t rec = detected(post, p % 2 == 0);
+        assert_int_equal(hc_hotview_apply(hv, &rec), HC_OK);
+    }
+    assert_int_equal(hc_hotview_posts(hv), 5000);
+    for (int p = 0; p < 5000; p++) {
+        int len = snprintf(post, sizeof(post), "%d", p);
+        assert_int_equal(hc_hotview_salts(hv, post, (size_t)len, T0), p % 2 == 0 ? 8 : 0);
+    }
+    assert_int_equal(hc_hotview_salts(hv, "5000", 4, T0), 0);
+    hc_hotview_destroy(hv);
+}
+
+static void invalid_value_leaves_view_unchanged(void **state)
+{
+    (void)state;
+    hc_hotview_t *hv = hc_hotview_new(16);
+    char errstr[256];
+    const char *good = "{\"post\":\"p\",\"state\":\"hot\",\"rate\":1.0,\"since\":1,"
+                       "\"source\":\"detected\",\"expires\":null}";
+    const char *bad = "{\"post\":\"p\",\"state\":\"cool\",\"since\":\"soon\","
+                      "\"source\":\"detected\",\"expires\":null}";
+    assert_int_equal(hc_hotview_apply_value(hv, good, strlen(good), errstr, sizeof(errstr)), HC_OK);
+    assert_int_equal(hc_hotview_apply_value(hv, bad, strlen(bad), errstr, sizeof(errstr)),
+                     HC_ERR_RECORD);
+    assert_int_equal(hc_hotview_apply_value(hv, "xx", 2, errstr, sizeof(errstr)), HC_ERR_RECORD);
+    assert_int_equal(hc_hotview_salts(hv, "p", 1, T0), 16);
+    assert_int_equal(hc_hotview_records(hv), 1);
+    hc_hotview_destroy(hv);
+}
+
+static void key_too_large_for_buffer_writes_nothing(void **state)
+{
+    (void)state;
+    hc_hotview_t *hv = hc_hotview_new(16);
+    hc_hotkey_record_t rec = detected("12345", true);
+    assert_int_equal(hc_hotview_apply(hv, &rec), HC_OK);
+    char key[6] = "xxxxx";
+    assert_int_equal(hc_producer_key(hv, "12345", 5, "u5", 2, T0, key, sizeof(key)), 0);
+    assert_memory_equal(key, "xxxxx", 6);
+    hc_hotview_destroy(hv);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) {
+        vectors_path = argv[1];
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(key_matches_every_shared_vector),
+        cmocka_unit_test(cold_view_keys_every_post_unsalted),
+        cmocka_unit_test(hot_post_is_salted_as_the_static_rule),
+        cmocka_unit_test(view_keeps_every_post_through_growth),
+        cmocka_unit_test(invalid_value_leaves_view_unchanged),
+        cmocka_unit_test(key_too_large_for_buffer_writes_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
