@@ -2,7 +2,7 @@
  *
  *   bench_consumer --mode discard|redis|redis-pipe|pg --brokers B --topic T --group G
  *                  --events N [--max-seconds S] [--redis URI] [--pg URI] [--prefix P]
- *                  [--pipeline N] [--scenario NAME] [--clock-calls N]
+ *                  [--pipeline N] [--scenario NAME] [--clock-calls N] [--batch N]
  *
  * The consumer is built exactly as stage 1's (hc_kafka_new with the stage-1 consumer role: same
  * assignor, isolation level, fetch settings). Modes:
@@ -12,6 +12,9 @@
  *   pg          one INSERT … ON CONFLICT DO UPDATE per event, autocommit (one transaction each)
  * --clock-calls N reads CLOCK_MONOTONIC N times per message, as stage 1's poll loop does (its
  * heartbeat, poll timeout and window check): what that costs is the difference from N = 0.
+ * --batch N takes up to N messages per rd_kafka_consume_batch_queue call on the consumer's queue
+ * instead of one rd_kafka_consumer_poll per message (N = 0, the default, as stage 1 does): the
+ * A/B of docs/RELIABILITY.md's batch-consume row.
  * The store modes parse each event with hc_event_parse (the fast parser: the baseline is not
  * slowed by its JSON) and commit Kafka offsets the ordinary way (the consumer's positions every
  * 5 s, asynchronously, after the store call returned: what enable.auto.commit does, which
@@ -187,6 +190,7 @@ int main(int argc, char **argv)
     int64_t events = strtoll(arg(argc, argv, "--events", "0"), NULL, 10);
     double max_seconds = strtod(arg(argc, argv, "--max-seconds", "0"), NULL);
     int clock_calls = atoi(arg(argc, argv, "--clock-calls", "0"));
+    int batch = atoi(arg(argc, argv, "--batch", "0"));
     volatile int64_t clock_sink = 0;
     sink_t s = {.prefix = arg(argc, argv, "--prefix", "naive:"), .pipeline = 1};
     if (strcmp(mode_name, "discard") == 0) {
@@ -201,7 +205,7 @@ int main(int argc, char **argv)
     } else {
         mode_name = NULL;
     }
-    if (!mode_name || !brokers || !topic || !group || events <= 0 || s.pipeline < 1) {
+    if (!mode_name || !brokers || !topic || !group || events <= 0 || s.pipeline < 1 || batch < 0) {
         fprintf(stderr, "usage: bench_consumer --mode discard|redis|redis-pipe|pg --brokers B "
                         "--topic T --group G --events N [...] (see the source's header)\n");
         return 2;
@@ -238,8 +242,21 @@ int main(int argc, char **argv)
     int64_t consumed = 0, invalid = 0;
     double w0 = 0, c0 = 0, deadline_idle = mono_s() + 120, next_commit = mono_s() + AUTO_COMMIT_S;
     int rc = 0;
+    rd_kafka_queue_t *rkqu = batch > 0 ? rd_kafka_queue_get_consumer(rk) : NULL;
+    rd_kafka_message_t **msgs = batch > 0 ? calloc((size_t)batch, sizeof(*msgs)) : NULL;
+    ssize_t got = 0, next = 0;
     while (consumed < events) {
-        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rk, 100);
+        rd_kafka_message_t *rkm = NULL;
+        if (!rkqu) {
+            rkm = rd_kafka_consumer_poll(rk, 100);
+        } else {
+            if (next == got) {
+                got = rd_kafka_consume_batch_queue(rkqu, 100, msgs, (size_t)batch);
+                next = 0;
+                got = got < 0 ? 0 : got;
+            }
+            rkm = next < got ? msgs[next++] : NULL;
+        }
         if (!rkm) {
             if (mono_s() > deadline_idle) {
                 fprintf(stderr, "bench_consumer: no message for 120 s\n");
@@ -289,6 +306,13 @@ int main(int argc, char **argv)
     }
     double wall = mono_s() - w0;
     double cpu = cpu_s() - c0;
+    while (next < got) {
+        rd_kafka_message_destroy(msgs[next++]);
+    }
+    free(msgs);
+    if (rkqu) {
+        rd_kafka_queue_destroy(rkqu);
+    }
     /* Timing ends before the close: its final offset commit is not per-event work. */
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
@@ -300,11 +324,12 @@ int main(int argc, char **argv)
         PQfinish(s.pg);
     }
     if (rc == 0) {
-        printf("{\"scenario\":\"%s\",\"variant\":\"%s\",\"events\":%" PRId64 ",\"wall_s\":%.6f,"
+        printf("{\"scenario\":\"%s\",\"variant\":\"%s\",\"batch\":%d,\"events\":%" PRId64
+               ",\"wall_s\":%.6f,"
                "\"cpu_s\":%.6f,\"events_per_s\":%.1f,\"events_per_cpu_s\":%.1f,"
                "\"store_writes\":%" PRId64 ",\"celeb_writes\":%" PRId64 ",\"invalid\":%" PRId64
                ",\"complete\":%s}\n",
-               scenario, mode_name, consumed, wall, cpu, (double)consumed / wall,
+               scenario, mode_name, batch, consumed, wall, cpu, (double)consumed / wall,
                (double)consumed / cpu, s.writes, s.celeb_writes, invalid,
                consumed >= events ? "true" : "false");
     }

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "cmds.h"
+#include "hotcount/kafka.h"
 
 typedef struct command {
     const char *name;
@@ -58,7 +59,13 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (strcmp(argv[1], commands[i].name) == 0) {
-            return commands[i].run(argc - 1, argv + 1);
+            int status = commands[i].run(argc - 1, argv + 1);
+            char why[512];
+            if (status != HC_EXIT_OK && hc_kafka_auth_failures(why, sizeof(why)) > 0) {
+                /* the cause behind a command's timeout: the last line names broker and cause */
+                fprintf(stderr, "hotcount: %s\n", why);
+            }
+            return status;
         }
     }
     fprintf(stderr, "hotcount: unknown command \"%s\"\n\n", argv[1]);

@@ -588,9 +588,8 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
     return err;
 }
 
-/* Rewinds every assigned partition to its committed offset (hc_kafka_reposition: a re-assign
- * under eager rebalancing, which resets the fetch positions without seek, whose timeout is
- * broken in librdkafka 2.0.2; a seek under incremental rebalancing, which refuses re-assigns).
+/* Rewinds every assigned partition to its committed offset (hc_kafka_reposition: a seek, under
+ * either protocol; the eager one re-assigned while librdkafka 2.0.2's seek timeout was broken).
  * HC_ERR_TRANSIENT when the assignment is lost (hc_kafka_may_reassign): the rewind waits for
  * the revoke or for the group to give the partitions back. */
 static hc_err_t rewind_consumer(hc_stage1_t *s1, char *errstr, size_t errstr_size)
@@ -843,6 +842,7 @@ static hc_err_t on_start(void *stage, char *errstr, size_t errstr_size)
             return HC_OK;
         }
         int64_t pause = hc_timeouts_backoff_ms(t, attempt);
+        hc_stage_loop_auth_check(&s1->loop); /* why the broker does not answer, if it refused */
         hc_log_event(HC_LOG_WARN, s1->loop.name, "broker_unreachable",
                      HC_LOG_INT("backoff_ms", pause), HC_LOG_STR("error", errstr));
         hc_stage_loop_pause(&s1->loop, NULL, pause);

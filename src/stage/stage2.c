@@ -11,7 +11,7 @@
  * (cfg->timeouts). Retrying after an ambiguous failure is safe: if the first attempt did
  * commit, the retry loses the compare-and-set and the stage re-reads the offsets instead of
  * counting twice. A revoke or a stop applies the open window once and drops it whatever the
- * store answers: the partitions are going away, so nothing re-assigns there.
+ * store answers: the partitions are going away, so nothing repositions there.
  *
  * The consumer, the heartbeat, the error latch and the close are the shared loop's
  * (stage_loop.h); this file plugs into it through the hooks at the end. */

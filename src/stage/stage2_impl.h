@@ -3,7 +3,7 @@
  * stage2.c and those tests include this file.
  *
  * The window, as a state machine. The loop feeds hc_stage2_next one event at a time and then
- * does what the new state asks (pause, resume, re-assign); nothing else moves the state.
+ * does what the new state asks (pause, resume, reposition); nothing else moves the state.
  *
  *   IDLE --partial--> OPEN --due: apply--+--ok--------> IDLE
  *                      |                 +--transient--> RETRY (partitions paused)
@@ -15,7 +15,7 @@
  *   RETRY_REWIND --apply--> REWIND -> IDLE (the turned-away partials fetched again) /
  *                           RETRY_REWIND / REREAD
  *   OPEN, FULL, RETRY, RETRY_REWIND --close (revoke, stop)--> CLOSING --one apply, any
- *                           outcome--> IDLE: the partitions are going away, nothing re-assigns
+ *                           outcome--> IDLE: the partitions are going away, nothing repositions
  *   any --fatal outcome, the stage failing elsewhere, or an event the state does not
  *         take--> FAILED */
 #ifndef HOTCOUNT_STAGE2_IMPL_H
@@ -33,9 +33,9 @@ typedef enum hc_stage2_state {
     HC_STAGE2_RETRY,        /* the batch failed transiently: partitions paused; at retry time the
                              * same batch (same deltas, same expected offsets) is applied again */
     HC_STAGE2_RETRY_REWIND, /* RETRY, and a partial was turned away meanwhile */
-    HC_STAGE2_REWIND,       /* the batch landed; re-assign at each partition's next offset, which
+    HC_STAGE2_REWIND,       /* the batch landed; seek to each partition's next offset, which
                              * fetches the turned-away partials again */
-    HC_STAGE2_REREAD,       /* the compare-and-set was lost: the window is dropped, re-assign at the
+    HC_STAGE2_REREAD,       /* the compare-and-set was lost: the window is dropped, seek to the
                              * offsets the store holds now */
     HC_STAGE2_CLOSING,      /* the partitions are going away (revoke, stop): one apply, then IDLE
                              * whatever it returned */
@@ -46,7 +46,7 @@ typedef enum hc_stage2_event {
     HC_STAGE2_EV_PARTIAL,      /* a partial joined the window */
     HC_STAGE2_EV_NO_ROOM,      /* a partial could not join (table full, or batch frozen) */
     HC_STAGE2_EV_APPLIED,      /* the window's batch went to the store; outcome: its result */
-    HC_STAGE2_EV_REPOSITIONED, /* the re-assign REWIND or REREAD asked for is done */
+    HC_STAGE2_EV_REPOSITIONED, /* the seek REWIND or REREAD asked for is done */
     HC_STAGE2_EV_CLOSE,        /* the partitions are going away */
     HC_STAGE2_EV_STORE_MOVED,  /* IDLE: the store check found offsets other than those stage 2
                                 * last wrote or read (the store forgot, went back, or another

@@ -192,6 +192,28 @@ void hc_stage_loop_pause(hc_stage_loop_t *loop, rd_kafka_t *rk, int64_t ms)
     hc_stage_loop_beat(loop);
 }
 
+/* A Kafka broker refusing the stage's credentials or failing its TLS handshake is named, but
+ * the stage does not stop on it. A wrong password or CA in the configuration is the likelier
+ * cause, and a stage that exits would put it right in front of the operator; but the same errors
+ * come from the broker's side during a rotation (a renewed broker certificate signed by a CA
+ * the client is about to be given, a SCRAM credential that reaches one broker before another),
+ * and then an exit turns a pause into an outage that outlives the rotation, and under a
+ * supervisor the restarted stage meets the same error anyway. librdkafka keeps reconnecting
+ * with its back-off; the stage holds no partitions it cannot fetch, so it is not ready
+ * (/readyz), and each new failure is an error event naming the broker and the cause (never a
+ * secret: hc_kafka_auth_failures scrubs them). The commands, which have no one to wait for,
+ * exit non-zero with the same sentence (src/cli/main.c). */
+void hc_stage_loop_auth_check(hc_stage_loop_t *loop)
+{
+    char why[512] = "";
+    uint64_t n = hc_kafka_auth_failures(why, sizeof(why));
+    if (n == loop->auth_failures_seen) {
+        return;
+    }
+    hc_log_event(HC_LOG_ERROR, loop->name, "kafka_auth_failed", HC_LOG_STR("error", why));
+    loop->auth_failures_seen = n;
+}
+
 static hc_err_t subscribe(hc_stage_loop_t *loop, char *errstr, size_t errstr_size)
 {
     rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
@@ -280,6 +302,7 @@ static hc_err_t poll_loop(hc_stage_loop_t *loop, char *errstr, size_t errstr_siz
             err = ops->tick(loop->opts.stage, now, idle, errstr, errstr_size);
         }
         if (err == HC_OK && checkpoint) {
+            hc_stage_loop_auth_check(loop);
             err = fatal_check(loop, errstr, errstr_size);
         }
         if (err != HC_OK) {

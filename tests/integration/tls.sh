@@ -16,7 +16,10 @@
 #     and the independent oracle (tests/oracle/oracle.py, over the broker's PLAINTEXT listener)
 #     finds both stores equal to its own recount of likes.raw;
 #   - a wrong CA, a wrong password and a wrong server name for each server fail with a message
-#     that names the server (its host:port) and the cause;
+#     that names the server (its host:port) and the cause; for Kafka the command's last line is
+#     that sentence itself ("hotcount: Kafka broker ...: authentication failed: ..."), and a
+#     stage 1 with a wrong password keeps running, logs a kafka_auth_failed event naming the
+#     broker, and stops cleanly on SIGTERM;
 #   - with TEST_STORE_CONTRACT (the test_store_contract binary), the store's conformance suite
 #     passes against the TLS-only Redis too (every operation through rediss://);
 #   - no password, right or wrong, is in any output.
@@ -253,6 +256,28 @@ expect_fail kafka_wrong_ca nz "127\.0\.0\.1:$bp" "certificate verify failed" -- 
     "$hc" init "${rcfg[@]}" --timeout 8000 -X "kafka.ssl.ca.location=$tls/other-ca.pem"
 expect_fail kafka_wrong_password nz "127\.0\.0\.1:$bp" "[Aa]uthentication failed" -- \
     "$hc" init "${rcfg[@]}" --timeout 8000 -X "kafka.sasl.password.file=$work/wrong.pw"
+# ... and the command's last line says so itself (not a bare timeout): broker, then cause
+for c in kafka_wrong_ca:"TLS handshake failed" kafka_wrong_password:"authentication failed"; do
+    tail -n1 "$work/neg-${c%%:*}.out" |
+        grep -Eq "^hotcount: Kafka broker [a-z_]+://127\.0\.0\.1:$bp/[^ ]+: ${c#*:}: " ||
+        fail "${c%%:*}: last line is not the cause: $(tail -n1 "$work/neg-${c%%:*}.out")"
+    echo "  ${c%%:*}, last line: $(tail -n1 "$work/neg-${c%%:*}.out" | cut -c1-150)"
+done
+# A stage with the wrong password keeps running (a broker-side rotation must not kill it) and
+# says why it waits: a kafka_auth_failed event naming the broker; it still stops cleanly.
+start_stage stage1 s1-wrong-pw "${rcfg[@]}" -X log.format=json \
+    -X "kafka.sasl.password.file=$work/wrong.pw"
+for ((i = 0; i < 300; i++)); do
+    grep -q '"event":"kafka_auth_failed"' "$work/s1-wrong-pw.log" && break
+    kill -0 "${pid_of[s1-wrong-pw]}" 2>/dev/null || fail "stage 1 with a wrong password exited"
+    sleep 0.1
+done
+grep '"event":"kafka_auth_failed"' "$work/s1-wrong-pw.log" | head -1 |
+    grep -Eq "\"error\":\"Kafka broker [a-z_]+://127\.0\.0\.1:$bp/[^ ]+: authentication failed: " ||
+    fail "stage 1 with a wrong password: no kafka_auth_failed event naming the broker in 30 s"
+stop_stage s1-wrong-pw
+echo "  kafka_wrong_password (stage 1 keeps running): $(grep -m1 '"event":"kafka_auth_failed"' \
+    "$work/s1-wrong-pw.log" | grep -o '"error":"[^"]*' | cut -c1-150)"
 # Redis
 expect_fail redis_wrong_ca 2 "127\.0\.0\.1:$redis_port" "does not verify" -- \
     "$hc" get p1 "${rcfg[@]}" -X "store=rediss://hc-redis@127.0.0.1:$redis_port/0?cacert=$tls/other-ca.pem"

@@ -18,6 +18,7 @@
 #define HOTCOUNT_KAFKA_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <librdkafka/rdkafka.h>
 
@@ -78,12 +79,21 @@ hc_err_t hc_kafka_error_take(rd_kafka_error_t *error, char *errstr, size_t errst
 /* rd_kafka_fatal_error() as an hc_err_t: HC_ERR_FATAL with the reason, or HC_OK. */
 hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size);
 
+/* How many authentication or TLS handshake failures (RD_KAFKA_RESP_ERR__AUTHENTICATION,
+ * RD_KAFKA_RESP_ERR__SSL in the error callback) the Kafka clients of this process have reported
+ * so far; when any, errstr gets the last one: "Kafka broker <broker>: authentication failed:
+ * <librdkafka's reason>" (or "TLS handshake failed: ..."), every secret of the client blanked
+ * out. librdkafka keeps retrying such a broker; a caller compares the count with one it saw
+ * before to tell a new failure. Any thread. */
+uint64_t hc_kafka_auth_failures(char *errstr, size_t errstr_size);
+
 /* Whether a consumer may re-assign its partitions now (to rewind them, or to re-read them from
  * stored offsets): not while the group has taken the assignment away after a session timeout
  * and the revoke is still to come. librdkafka 2.0.2 stops lost partitions itself, and an assign
  * racing that stop trips its assertion (rktp_started; seen in about 1 of 10 broker-outage and
- * SIGSTOP runs). A caller told no re-assigns at the next assignment instead, and trusts no
- * message fetched until then. */
+ * SIGSTOP runs). Still needed on 2.14.2: no release up to 2.15.0 lists a fix, and
+ * rd_kafka_assignment_partition_stopped asserts rktp_started unchanged. A caller told no
+ * re-assigns at the next assignment instead, and trusts no message fetched until then. */
 bool hc_kafka_may_reassign(rd_kafka_t *rk);
 
 /* Whether cfg's stage consumers use the consumer group protocol of KIP-848
@@ -107,10 +117,9 @@ hc_err_t hc_kafka_assign_remove(rd_kafka_t *rk, const rd_kafka_topic_partition_l
                                 char *errstr, size_t errstr_size);
 
 /* Moves the fetch positions of `partitions` (all of them assigned) to their offsets in the
- * list, dropping whatever was fetched beyond: a re-assign of the list under an eager protocol
- * (the list must then be the whole assignment), a seek (bounded by timeout_ms) under an
- * incremental one, where a negative offset other than RD_KAFKA_OFFSET_BEGINNING is rewritten to
- * it in the list. HC_ERR_FATAL with errstr on failure. Polling thread. */
+ * list, dropping whatever was fetched beyond: a seek (bounded by timeout_ms) under either
+ * protocol, where a negative offset other than RD_KAFKA_OFFSET_BEGINNING is rewritten to it in
+ * the list. HC_ERR_FATAL with errstr on failure. Polling thread. */
 hc_err_t hc_kafka_reposition(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *partitions,
                              int timeout_ms, char *errstr, size_t errstr_size);
 

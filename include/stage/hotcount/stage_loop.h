@@ -94,6 +94,8 @@ typedef struct hc_stage_loop {
     char latched_errstr[512];
     /* the consumer close did not finish within its bound: the consumer is left to the exit */
     bool close_abandoned;
+    /* hc_kafka_auth_failures' count at the last hc_stage_loop_auth_check */
+    uint64_t auth_failures_seen;
 } hc_stage_loop_t;
 
 /* Creates the consumer for opts->role with the loop's rebalance and statistics callbacks (the
@@ -136,6 +138,12 @@ bool hc_stage_loop_stop_requested(const hc_stage_loop_t *loop);
 /* Waits ms milliseconds inside a retry loop: serves rk's callbacks meanwhile (rd_kafka_poll)
  * when rk is not NULL, else sleeps; beats the heartbeat after. Stage thread. */
 void hc_stage_loop_pause(hc_stage_loop_t *loop, rd_kafka_t *rk, int64_t ms);
+
+/* Logs kafka_auth_failed (docs/EVENTS.md) when a Kafka client of this process has reported an
+ * authentication or TLS handshake failure since the last call (hc_kafka_auth_failures). The
+ * stage keeps running (src/stage/stage_loop.c says why). Stage thread; the poll loop calls it,
+ * and so may a start hook that waits for the broker. */
+void hc_stage_loop_auth_check(hc_stage_loop_t *loop);
 
 /* The headers of a dead letter (docs/FORMATS.md, "Dead letters"): hotcount-error (reason),
  * hotcount-source, a replay's mark when mark is not NULL (mark_len bytes), and
