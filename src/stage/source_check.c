@@ -405,7 +405,9 @@ void hc_source_forget(hc_source_check_t *sc, int32_t partition)
         return;
     }
     part_t *pt = &sc->parts[partition];
-    memset(pt->slots, 0, (size_t)pt->cap * sizeof(*pt->slots));
+    if (pt->cap > 0) { /* a partition that has seen no partial has no slots yet */
+        memset(pt->slots, 0, (size_t)pt->cap * sizeof(*pt->slots));
+    }
     pt->dirty = false;
     pt->last_valid = false;
 }

@@ -229,6 +229,10 @@ static void forget_starts_the_partition_afresh(void **state)
     assert_int_equal(check(f, 1, w1), HC_PARTIAL_SOURCE_OVERLAP);
     assert_int_equal(check(f, 7, w1), HC_PARTIAL_OK);
     hc_source_forget(f->sc, 99); /* never seen: nothing to do */
+    /* within the partitions the check has room for, but never given a partial: no slots yet
+     * (a stage 2 assigned a partition it has not read from; UBSan caught a memset of NULL) */
+    hc_source_forget(f->sc, 5);
+    assert_int_equal(check(f, 5, w1), HC_PARTIAL_OK);
 }
 
 /* A stage 1 older than the header, a foreign writer, or a newer format: counted unchecked.
