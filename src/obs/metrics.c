@@ -302,9 +302,34 @@ static int64_t stage_assigned(const hc_metrics_t *m, int kind)
 
 bool hc_metrics_is_ready(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms)
 {
+    return hc_metrics_readiness(m, now_ms, flush_ms, NULL, 0);
+}
+
+static bool not_ready(char *why, size_t why_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool not_ready(char *why, size_t why_size, const char *fmt, ...)
+{
+    if (why && why_size > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, why_size, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+
+bool hc_metrics_readiness(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char *why,
+                          size_t why_size)
+{
+    static const char *const names[HC_METRICS_STAGE_COUNT] = {"stage1", "stage2"};
     bool any = false;
-    if (hc_metric_get(m->retention_gap_parts) > 0) {
-        return false; /* counts that cannot be rebuilt: never ready over them */
+    int64_t gap = hc_metric_get(m->retention_gap_parts);
+    if (gap > 0) { /* counts that cannot be rebuilt: never ready over them */
+        return not_ready(why, why_size,
+                         "stage2 holds back %lld partitions: their partials are past retention "
+                         "(event retention_gap)",
+                         (long long)gap);
     }
     for (int k = 0; k < HC_METRICS_STAGE_COUNT; k++) {
         const hc_metrics_stage_t *st = &m->stage[k];
@@ -313,7 +338,10 @@ bool hc_metrics_is_ready(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms
         }
         any = true;
         if (stage_assigned(m, k) <= 0) {
-            return false;
+            return not_ready(why, why_size,
+                             "%s holds no partitions (joining its group, or the broker is "
+                             "unreachable)",
+                             names[k]);
         }
         /* Waiting input is a window that should have been flushed by now. It keeps waiting
          * while the stage is blocked (a commit that keeps failing, a store outage), so such a
@@ -323,11 +351,15 @@ bool hc_metrics_is_ready(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms
         if (since != 0) {
             int64_t from = since > started ? since : started;
             if (now_ms - from > 3 * flush_ms) {
-                return false;
+                return not_ready(why, why_size,
+                                 "%s has input waiting %.1f s for a flush (3 x flush.ms: %s "
+                                 "keep failing)",
+                                 names[k], (double)(now_ms - from) / 1000.0,
+                                 k == HC_METRICS_STAGE1 ? "transactions" : "store batches");
             }
         }
     }
-    return any;
+    return any ? true : not_ready(why, why_size, "no stage is running");
 }
 
 /* ---- consumer lag -------------------------------------------------------------------------- */

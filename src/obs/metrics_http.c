@@ -44,8 +44,9 @@ struct hc_metrics_http {
 static enum MHD_Result reply_close(struct MHD_Connection *conn, unsigned int status,
                                    const char *body, bool allow_header, bool close_after)
 {
+    /* copied: a body may be built on the caller's stack (/readyz's reason) */
     struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!resp) {
         return MHD_NO;
     }
@@ -109,16 +110,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (bad != 0) {
         char msg[128];
         snprintf(msg, sizeof(msg), "bad request: %s\n", why);
-        struct MHD_Response *resp =
-            MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
-        if (!resp) {
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_BAD_REQUEST, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return reply_close(conn, MHD_HTTP_BAD_REQUEST, msg, false, true);
     }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", true);
@@ -130,10 +122,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return reply(conn, MHD_HTTP_OK, "ok\n", false);
     }
     if (strcmp(url, "/readyz") == 0) {
-        if (hc_metrics_is_ready(http->metrics, hc_now_ms(), http->flush_ms)) {
+        char reason[256] = "";
+        if (hc_metrics_readiness(http->metrics, hc_now_ms(), http->flush_ms, reason,
+                                 sizeof(reason))) {
             return reply(conn, MHD_HTTP_OK, "ready\n", false);
         }
-        return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready\n", false);
+        /* the reason is built from counters and fixed words: no configured value reaches it */
+        char body[300];
+        snprintf(body, sizeof(body), "not ready: %s\n", reason);
+        return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, body, false);
     }
     return reply(conn, MHD_HTTP_NOT_FOUND, "not found\n", false);
 }

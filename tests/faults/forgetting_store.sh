@@ -136,6 +136,9 @@ gap_stored=$(event_field s2-b retention_gap store_offset | head -n 1)
 [ "$(sample_of s2-b hotcount_retention_gap_partitions)" -eq 1 ] || fail "more than one gap"
 ready=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "${url_of[s2-b]%/metrics}/readyz")
 [ "$ready" = 503 ] || fail "/readyz answered $ready over a retention gap, want 503"
+body=$(curl -s --max-time 2 "${url_of[s2-b]%/metrics}/readyz" || true)
+[[ "$body" == "not ready: stage2 holds back 1 partitions: their partials are past retention"* ]] ||
+    fail "/readyz does not say why: $body"
 verify_status=0
 # --no-wait: partition 0 never catches up, which is the point
 run_waiting "$hc" verify "${cfg[@]}" --no-wait >"$work/verify-gap.log" 2>&1 || verify_status=$?

@@ -706,15 +706,20 @@ static void stats_of_many_clients_stay_bounded(void **state)
 static void ready_needs_a_running_stage_with_partitions(void **state)
 {
     hc_metrics_t *m = *state;
-    assert_false(hc_metrics_is_ready(m, 1000, FLUSH_MS)); /* nothing runs */
+    char why[256];
+    assert_false(hc_metrics_readiness(m, 1000, FLUSH_MS, why, sizeof(why))); /* nothing runs */
+    assert_string_equal(why, "no stage is running");
     hc_metrics_stage_started(m, HC_METRICS_STAGE1, 1000);
-    assert_false(hc_metrics_is_ready(m, 1000, FLUSH_MS)); /* no partitions yet */
+    assert_false(hc_metrics_readiness(m, 1000, FLUSH_MS, why, sizeof(why))); /* no partitions */
+    assert_string_equal(why, "stage1 holds no partitions (joining its group, or the broker is "
+                             "unreachable)");
     hc_metric_add(m->stage1_assigned, 4);
     assert_true(hc_metrics_is_ready(m, 1000, FLUSH_MS));
     assert_true(hc_metrics_is_ready(m, 100000, FLUSH_MS)); /* idle for long: still ready */
 
     hc_metrics_stage_started(m, HC_METRICS_STAGE2, 2000);
-    assert_false(hc_metrics_is_ready(m, 2000, FLUSH_MS)); /* stage 2 holds nothing */
+    assert_false(hc_metrics_readiness(m, 2000, FLUSH_MS, why, sizeof(why))); /* stage 2: none */
+    assert_non_null(strstr(why, "stage2 holds no partitions"));
     hc_metric_add(m->stage2_assigned, 2);
     assert_true(hc_metrics_is_ready(m, 2000, FLUSH_MS));
 
@@ -722,6 +727,12 @@ static void ready_needs_a_running_stage_with_partitions(void **state)
     assert_false(hc_metrics_is_ready(m, 2000, FLUSH_MS));
     hc_metrics_stage_stopped(m, HC_METRICS_STAGE2); /* a stopped stage does not count */
     assert_true(hc_metrics_is_ready(m, 2000, FLUSH_MS));
+    hc_metric_add(m->retention_gap_parts, 2); /* counts that cannot be rebuilt */
+    assert_false(hc_metrics_readiness(m, 2000, FLUSH_MS, why, sizeof(why)));
+    assert_string_equal(why, "stage2 holds back 2 partitions: their partials are past retention "
+                             "(event retention_gap)");
+    hc_metric_add(m->retention_gap_parts, -2);
+    assert_true(hc_metrics_readiness(m, 2000, FLUSH_MS, NULL, 0));
 
     char *text = render(m, 2000);
     assert_sample(text, "hotcount_ready", "1");

@@ -209,6 +209,14 @@ void hc_metrics_stage_released(hc_metrics_t *m, hc_metrics_stage_kind_t kind);
  * Not ready either while a stage-2 partition is held back by a retention gap. Any thread. */
 bool hc_metrics_is_ready(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms);
 
+/* hc_metrics_is_ready, and when not ready one line of why into why (/readyz's body): "no stage
+ * is running", "stage1 holds no partitions (joining its group, or the broker is unreachable)",
+ * "stage2 has input waiting 12.3 s for a flush (3 x flush.ms: commits or store batches keep
+ * failing)", "stage2 holds back 2 partitions: their partials are past retention (event
+ * retention_gap)". why may be NULL. Any thread. */
+bool hc_metrics_readiness(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char *why,
+                          size_t why_size);
+
 /* ---- consumer lag from librdkafka statistics ----------------------------------------------- */
 
 /* Feeds one statistics JSON document (the stats_cb argument; need not be NUL-terminated): for
