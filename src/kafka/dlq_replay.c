@@ -120,6 +120,15 @@ static hc_err_t replay_one(const hc_dead_letter_t *dl, void *opaque)
         r->stats->skipped_truncated++;
         return HC_OK;
     }
+    /* Only what stage 1 refused is a raw event. Stage 2 dead-letters partials into the same
+     * topic with reasons of their own, and anyone with write access can add records: replayed
+     * into topic.raw, a partial's JSON could parse as a like. */
+    size_t raw_len = strlen(r->cfg->topic_raw);
+    if (!dl->source || dl->source_len <= raw_len || dl->source[raw_len] != '/' ||
+        memcmp(dl->source, r->cfg->topic_raw, raw_len) != 0) {
+        r->stats->skipped_foreign++;
+        return HC_OK;
+    }
     r->stats->replayed++;
     if (!r->producer) {
         return HC_OK;

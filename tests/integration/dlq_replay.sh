@@ -13,7 +13,10 @@
 #   - every big-N counts exactly 1 in the store (the killed transaction's copies count 0, the
 #     first batch is not replayed twice) and loop-0 counts 0;
 #   - huge-0, replayed and refused again, is dead-lettered with the replay's mark, so a fourth
-#     replay, once stage 1 has caught up, replays nothing (no loop).
+#     replay, once stage 1 has caught up, replays nothing (no loop);
+#   - a dead letter of the same reason whose hotcount-source is in the partials topic (as stage
+#     2 writes them; its value a valid-looking like of post foreign-0) is never replayed: every
+#     run counts it in skipped_foreign, and foreign-0 counts 0.
 set -euo pipefail
 hc=$(realpath "${1:?usage: dlq_replay.sh HOTCOUNT}")
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,12 +49,15 @@ kcat -P -b "$HC_TEST_BROKERS" -t "t$run.raw" -K '|' -l "$work/big.txt"
 printf '%s\n' "loop-0#0|{\"post_id\":\"loop-0\",\"pad\":\"$pad\"}" |
     kcat -P -b "$HC_TEST_BROKERS" -t "t$run.dlq" -K '|' -H hotcount-error=too_large \
         -H "hotcount-source=t$run.raw/0/0" -H "hotcount-replayed-from=t$run.dlq/0/0"
+printf '%s\n' "foreign-0#0|{\"post_id\":\"foreign-0\",\"pad\":\"$pad\"}" |
+    kcat -P -b "$HC_TEST_BROKERS" -t "t$run.dlq" -K '|' -H hotcount-error=too_large \
+        -H "hotcount-source=t$run.partials/0/0"
 # exact under the 300-byte limit: the big events are invalid and counted nowhere
 "$hc" verify "${cfg[@]}" -X event.max.bytes=300 --timeout 120 >"$work/verify.log" ||
     fail "verify before the replay"
 n=$("$hc" dlq list "${cfg[@]}" --reason too_large --json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["records"])')
-[ "$n" = 32 ] || fail "want 32 too_large dead letters, have $n"
+[ "$n" = 33 ] || fail "want 33 too_large dead letters, have $n"
 
 # relax the limit: stage 1 restarts with the default event.max.bytes
 kill -TERM "$s1"
@@ -68,6 +74,7 @@ python3 - "$out" <<'EOF' || fail "dry run: $out"
 import json, sys
 r = json.loads(sys.argv[1])
 assert r["replayed"] == 31 and r["skipped_replayed"] == 1 and r["transactions"] == 0, r
+assert r["skipped_foreign"] == 1, r
 EOF
 [ "$(raw_end || true)" = "$before" ] || fail "the dry run wrote to topic.raw"
 
@@ -81,6 +88,7 @@ import json, sys
 r = json.loads(sys.argv[1])
 # the first batch (10 records) committed before the kill; the other 21 now
 assert r["complete"] and r["replayed"] == 21 and r["skipped_replayed"] <= 1, r
+assert r["skipped_foreign"] <= 1, r
 EOF
 out=$("$hc" dlq replay "${cfg[@]}" --reason too_large --json) || fail "third run: $out"
 python3 -c 'import json,sys; r=json.loads(sys.argv[1]); assert r["replayed"] == 0, r' "$out" ||
@@ -95,7 +103,7 @@ settled() {
     "$hc" status "${cfg[@]}" --json --dlq-scan 1 | python3 -c 'import json,sys
 r = json.load(sys.stdin)
 sys.exit(not (r["stage1"]["lag"] == 0 and r["stage2"]["lag"] == 0))' &&
-        "$hc" get "${cfg[@]}" "${posts[@]}" loop-0 huge-0 >"$work/counts.txt" &&
+        "$hc" get "${cfg[@]}" "${posts[@]}" loop-0 huge-0 foreign-0 >"$work/counts.txt" &&
         ! head -30 "$work/counts.txt" | grep -q $'\t0$'
 }
 for _ in $(seq 120); do
@@ -108,6 +116,7 @@ import sys
 counts = dict(line.rstrip("\n").split("\t") for line in open(sys.argv[1]))
 assert all(counts[f"big-{i}"] == "1" for i in range(30)), counts
 assert counts["loop-0"] == "0" and counts["huge-0"] == "0", counts
+assert counts["foreign-0"] == "0", counts
 EOF
 # huge-0 failed again once replayed: its new dead letter carries the mark and is skipped
 out=$("$hc" dlq replay "${cfg[@]}" --reason too_large --json) || fail "fourth run: $out"

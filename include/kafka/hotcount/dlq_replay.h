@@ -44,6 +44,8 @@ typedef struct hc_replay_stats {
     int64_t replayed;          /* selected and written (dry run: would be) */
     int64_t skipped_replayed;  /* selected by reason and time, but already a replay */
     int64_t skipped_truncated; /* selected, but cut by stage 1 */
+    int64_t skipped_foreign;   /* selected, but its hotcount-source is not in topic.raw: stage
+                                * 2's dead partials (or a foreign writer's) are never likes */
     int64_t transactions;      /* committed */
 } hc_replay_stats_t;
 
