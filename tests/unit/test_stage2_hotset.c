@@ -30,7 +30,11 @@
 #define ROUNDS 15
 #define FLUSH_MS 200
 #define VIRAL_PER_STAGE1 150 /* per window: 750/s in each stage 1, 3000/s in total */
-#define WARM_PER_ROUND 60    /* per window, one stage 1: 300/s in total */
+/* per window, one stage 1: 100/s in total. Ten times under hotkeys.enter.rate, because a rate
+ * is processing time's (src/core/hotset.h): a stage 2 slowed down by a loaded machine and then
+ * taking several rounds in one window sees a burst. At 300/s the control post turned hot once
+ * in a full CI run (2026-12-01, the unit tests beside the broker tests on two cores). */
+#define WARM_PER_ROUND 20
 
 static void sleep_ms(int ms)
 {
@@ -145,7 +149,7 @@ static void post_hot_only_globally_is_detected(void **state)
     assert_int_equal(seen.viral.source, HC_HOTKEY_DETECTED);
     assert_true(seen.viral.rate >= (double)env.cfg.hotkeys_enter_rate);
     assert_true(seen.viral.expires_ms > seen.viral.since_ms);
-    assert_int_equal(seen.warm_records, 0); /* 300/s in total: never hot */
+    assert_int_equal(seen.warm_records, 0); /* 100/s in total: never hot */
     hc_stage2_env_fini(&env);
 }
 
