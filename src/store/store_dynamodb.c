@@ -2493,10 +2493,9 @@ static hc_err_t ddb_get(hc_store_t *st, const char *const *post_ids, const size_
                 /* BatchGetItem refuses a key twice in one request. */
                 json_t *key = json_pack("{s:o}", "post_id", av_s(post_ids[j], post_id_lens[j]));
                 if (key == NULL) {
-                    json_decref(keys);
-                    hc_errstr_set(errstr, errstr_size,
-                                  "dynamodb get: post id %zu is not valid UTF-8", j);
-                    return HC_ERR_INVALID;
+                    /* not valid UTF-8: no such post can be stored (apply refuses it), so its
+                     * count is 0, as every store answers for a post it does not hold */
+                    continue;
                 }
                 json_array_append_new(keys, key);
                 n++;
