@@ -97,6 +97,9 @@ hc_err_t hc_hotview_apply(hc_hotview_t *hv, const hc_hotkey_record_t *rec)
     }
     view_entry_t *e = find_slot(hv->slots, hv->cap, rec->post_id, rec->post_id_len);
     if (!e->post_id) {
+        if (hv->used >= HC_HOTVIEW_MAX_POSTS) {
+            return HC_ERR_RECORD; /* a flood of posts: the known ones keep their state */
+        }
         e->post_id = malloc(rec->post_id_len + 1);
         if (!e->post_id) {
             return HC_ERR_FATAL;

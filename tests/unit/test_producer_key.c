@@ -114,6 +114,30 @@ static void hot_post_is_salted_as_the_static_rule(void **state)
     hc_hotview_destroy(hv);
 }
 
+/* A writer of topic.hotkeys flooding it with posts cannot grow a producer's memory: past
+ * HC_HOTVIEW_MAX_POSTS a new post is refused as a record, and the posts already known keep
+ * following their records.
+ * mutant: no bound (the post past it is taken, the view grows) */
+static void view_refuses_posts_past_its_bound(void **state)
+{
+    (void)state;
+    hc_hotview_t *hv = hc_hotview_new(8);
+    char post[16];
+    for (int p = 0; p < HC_HOTVIEW_MAX_POSTS; p++) {
+        snprintf(post, sizeof(post), "%d", p);
+        hc_hotkey_record_t rec = detected(post, true);
+        assert_int_equal(hc_hotview_apply(hv, &rec), HC_OK);
+    }
+    hc_hotkey_record_t extra = detected("flood", true);
+    assert_int_equal(hc_hotview_apply(hv, &extra), HC_ERR_RECORD);
+    assert_int_equal(hc_hotview_posts(hv), HC_HOTVIEW_MAX_POSTS);
+    assert_int_equal(hc_hotview_salts(hv, "flood", 5, T0), 0);
+    hc_hotkey_record_t cool = detected("7", false); /* a known post still changes state */
+    assert_int_equal(hc_hotview_apply(hv, &cool), HC_OK);
+    assert_int_equal(hc_hotview_salts(hv, "7", 1, T0), 0);
+    hc_hotview_destroy(hv);
+}
+
 /* The table grows past its first capacity without losing any post. */
 static void view_keeps_every_post_through_growth(void **state)
 {
@@ -174,6 +198,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(cold_view_keys_every_post_unsalted),
         cmocka_unit_test(hot_post_is_salted_as_the_static_rule),
         cmocka_unit_test(view_keeps_every_post_through_growth),
+        cmocka_unit_test(view_refuses_posts_past_its_bound),
         cmocka_unit_test(invalid_value_leaves_view_unchanged),
         cmocka_unit_test(key_too_large_for_buffer_writes_nothing),
     };

@@ -32,8 +32,14 @@ typedef struct hc_hotview hc_hotview_t;
 hc_hotview_t *hc_hotview_new(uint32_t default_salts);
 void hc_hotview_destroy(hc_hotview_t *hv);
 
+/* At most this many posts in a view. Anyone who may write topic.hotkeys could otherwise grow
+ * every adaptive producer's memory without bound; stage 2 keeps hotkeys.max posts (1000 by
+ * default) and declarations are few, so a real hot set is far below it. */
+#define HC_HOTVIEW_MAX_POSTS 100000
+
 /* Feeds one record (replacing the last one of the same source and post). HC_ERR_FATAL when out
- * of memory (then nothing changed). */
+ * of memory, HC_ERR_RECORD for a post that is new while the view holds HC_HOTVIEW_MAX_POSTS
+ * (then nothing changed). */
 hc_err_t hc_hotview_apply(hc_hotview_t *hv, const hc_hotkey_record_t *rec);
 
 /* Feeds one record's value as read from the topic. HC_ERR_RECORD (errstr says why) for a value
