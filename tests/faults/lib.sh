@@ -204,6 +204,7 @@ topic.raw=f$run.raw
 topic.partials=f$run.partials
 topic.dlq=f$run.dlq
 topic.counts=f$run.counts
+topic.hotkeys=f$run.hotkeys
 topic.partials.partitions=$partials_wanted
 group.stage1=g$run-stage1
 group.stage2=g$run-stage2

@@ -46,7 +46,8 @@ hc_namespace() {
     hc_store_uri "$kind" || { echo "unknown store $kind" >&2; exit 2; }
     {
         printf '%s\n' "brokers=$HC_TEST_BROKERS" "topic.raw=t$run.raw" \
-            "topic.partials=t$run.partials" "topic.dlq=t$run.dlq" "group.stage1=g$run-stage1" \
+            "topic.partials=t$run.partials" "topic.dlq=t$run.dlq" "topic.hotkeys=t$run.hotkeys" \
+            "group.stage1=g$run-stage1" \
             "group.stage2=g$run-stage2" "store=$store" "store.redis.prefix=likes-$run:" \
             "flush.ms=500" "log.level=warn" \
             "# consumer lag reaches the metrics sooner than with the default 5 s" \
