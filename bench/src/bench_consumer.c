@@ -13,8 +13,9 @@
  * --clock-calls N reads CLOCK_MONOTONIC N times per message, as stage 1's poll loop does (its
  * heartbeat, poll timeout and window check): what that costs is the difference from N = 0.
  * --batch N takes up to N messages per rd_kafka_consume_batch_queue call on the consumer's queue
- * instead of one rd_kafka_consumer_poll per message (N = 0, the default, as stage 1 does): the
- * A/B of docs/RELIABILITY.md's batch-consume row.
+ * (default 1000, as stage 1's loop does: HC_CONSUME_BATCH in include/stage/hotcount/stage_loop.h);
+ * --batch 0 polls one message per rd_kafka_consumer_poll instead (the loop before 2026-12-01):
+ * the A/B of docs/RELIABILITY.md's batch-consume row.
  * The store modes parse each event with hc_event_parse (the fast parser: the baseline is not
  * slowed by its JSON) and commit Kafka offsets the ordinary way (the consumer's positions every
  * 5 s, asynchronously, after the store call returned: what enable.auto.commit does, which
@@ -190,7 +191,7 @@ int main(int argc, char **argv)
     int64_t events = strtoll(arg(argc, argv, "--events", "0"), NULL, 10);
     double max_seconds = strtod(arg(argc, argv, "--max-seconds", "0"), NULL);
     int clock_calls = atoi(arg(argc, argv, "--clock-calls", "0"));
-    int batch = atoi(arg(argc, argv, "--batch", "0"));
+    int batch = atoi(arg(argc, argv, "--batch", "1000"));
     volatile int64_t clock_sink = 0;
     sink_t s = {.prefix = arg(argc, argv, "--prefix", "naive:"), .pipeline = 1};
     if (strcmp(mode_name, "discard") == 0) {

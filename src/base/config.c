@@ -79,6 +79,8 @@ static bool check_log_format(const key_def_t *def, const char *value, int64_t nu
                              size_t errstr_size);
 static bool check_group_protocol(const key_def_t *def, const char *value, int64_t num, char *errstr,
                                  size_t errstr_size);
+static bool check_partials_format(const key_def_t *def, const char *value, int64_t num,
+                                  char *errstr, size_t errstr_size);
 
 /* librdkafka's default message.max.bytes, and the room a dead-letter record's headers (reason,
  * source, truncated-from) and a short key need beside its value. */
@@ -138,6 +140,11 @@ static const key_def_t keys[] = {
             "raw key post_id#salt, salt = fnv1a32(user_id) % salts"),
     KEY_I64("max.keys", max_keys, "1000000", 1, 100000000, NULL,
             "posts per window before an early flush (bounds memory)"),
+    /* Stage 2 reads both formats; `single` is for upgrading from a stage 2 that reads only it
+     * (README, "Upgrading to packed partials"). */
+    KEY_S("partials.format", partials_format, "packed", check_partials_format,
+          "stage 1's likes.partials records: packed (many posts a record) or single (one post "
+          "a record, JSON)"),
     /* 1 MiB is about Kafka's default message.max.bytes; a like event is a few hundred bytes. */
     KEY_I64("event.max.bytes", event_max_bytes, "4096", 64, 1048576, NULL,
             "larger raw messages go to the dead-letter topic"),
@@ -196,6 +203,26 @@ static const key_def_t keys[] = {
             "`hotcount serve`: a whole request (headers in, answer out) must finish within this"),
     KEY_I32("serve.stats.expose", serve_stats_expose, "0", 0, 1, NULL,
             "`hotcount serve`: 1 shows the stages' addresses and errors in /v1/stats"),
+    /* Read-hot promotion (README "Read-hot promotion"). At 200 reads/s the 20 ms TTL already
+     * serves 3 of 4 reads from the cache; promoted to 1 s, such a post costs 1 store read a
+     * second instead of 50, and its count is no staler than stage 1's 1 s window makes it. */
+    KEY_I64("serve.hot.enter.rate", serve_hot_enter_rate, "200", 1, 1000000000, NULL,
+            "`hotcount serve`: reads/s at which a post is read-hot (gets serve.hot.ttl.ms)"),
+    KEY_I64("serve.hot.leave.rate", serve_hot_leave_rate, "100", 0, 1000000000, NULL,
+            "`hotcount serve`: reads/s below which a read-hot post starts cooling (< "
+            "serve.hot.enter.rate)"),
+    KEY_I64("serve.hot.dwell.ms", serve_hot_dwell_ms, "10000", 0, 86400000, NULL,
+            "`hotcount serve`: a read-hot post is demoted after this long below "
+            "serve.hot.leave.rate"),
+    KEY_I64("serve.hot.ttl.ms", serve_hot_ttl_ms, "1000", 1, 3600000, NULL,
+            "`hotcount serve`: the TTL of a read-hot post's count (>= serve.ttl.ms; equal: "
+            "promotion off)"),
+    /* The sketch's ceiling (HC_HOTKEYS_MAX_K); about 3 KB each (README). */
+    KEY_I64("serve.hot.max", serve_hot_max, "1024", 1, 4096, NULL,
+            "`hotcount serve`: posts whose reads are sampled at once, and most read-hot posts"),
+    KEY_I32("serve.hot.follow", serve_hot_follow, "-1", -1, 1, NULL,
+            "`hotcount serve`: 1 promotes posts hot in topic.hotkeys up front, 0 does not, -1 "
+            "does when brokers is set (not its default)"),
 };
 
 #define KEY_COUNT (sizeof(keys) / sizeof(keys[0]))
@@ -409,6 +436,17 @@ static bool check_log_format(const key_def_t *def, const char *value, int64_t nu
     if (!hc_log_format_parse(value, &format)) {
         hc_errstr_set(errstr, errstr_size, "%s: \"%s\" is not a log format (text or json)",
                       def->name, value);
+        return false;
+    }
+    return true;
+}
+
+static bool check_partials_format(const key_def_t *def, const char *value, int64_t num,
+                                  char *errstr, size_t errstr_size)
+{
+    (void)num;
+    if (strcmp(value, "packed") != 0 && strcmp(value, "single") != 0) {
+        hc_errstr_set(errstr, errstr_size, "%s: \"%s\" is not packed or single", def->name, value);
         return false;
     }
     return true;
@@ -1040,6 +1078,22 @@ hc_err_t hc_config_validate(hc_config_t *cfg, char *errstr, size_t errstr_size)
                       (long long)cfg->hotkeys_leave_rate, (long long)cfg->hotkeys_enter_rate);
         return HC_ERR_INVALID;
     }
+    if (cfg->serve_hot_leave_rate >= cfg->serve_hot_enter_rate) {
+        hc_errstr_set(errstr, errstr_size,
+                      "serve.hot.leave.rate (%lld) must be below serve.hot.enter.rate (%lld)",
+                      (long long)cfg->serve_hot_leave_rate, (long long)cfg->serve_hot_enter_rate);
+        return HC_ERR_INVALID;
+    }
+    /* A shorter TTL for the posts read most would read the store more for them, not less.
+     * Left at its default, it gives way to a longer serve.ttl.ms (promotion then changes
+     * nothing), so that a serve.ttl.ms set before this key existed still starts. */
+    if (cfg->serve_hot_ttl_ms < cfg->serve_ttl_ms &&
+        !hc_config_is_default(cfg, "serve.hot.ttl.ms")) {
+        hc_errstr_set(errstr, errstr_size,
+                      "serve.hot.ttl.ms (%lld) must be at least serve.ttl.ms (%lld)",
+                      (long long)cfg->serve_hot_ttl_ms, (long long)cfg->serve_ttl_ms);
+        return HC_ERR_INVALID;
+    }
     /* Stage 1 would read its own output, or partials would land in the DLQ. */
     for (size_t i = 0; i < count; i++) {
         for (size_t j = 0; j < i; j++) {
@@ -1122,6 +1176,28 @@ hc_err_t hc_config_validate(hc_config_t *cfg, char *errstr, size_t errstr_size)
         }
     }
     return hc_timeouts_derive(cfg, &cfg->timeouts, errstr, errstr_size);
+}
+
+bool hc_config_is_default(const hc_config_t *cfg, const char *key)
+{
+    const key_def_t *def = find_key(key);
+    if (!def || !def->def) {
+        return false;
+    }
+    if (def->type == KEY_STR) {
+        const char *v = *str_slot_const(cfg, def);
+        return v && strcmp(v, def->def) == 0;
+    }
+    const char *field = (const char *)cfg + def->offset;
+    int64_t v = 0;
+    if (def->type == KEY_I32) {
+        int32_t v32;
+        memcpy(&v32, field, sizeof(v32));
+        v = v32;
+    } else {
+        memcpy(&v, field, sizeof(v));
+    }
+    return v == strtoll(def->def, NULL, 10);
 }
 
 /* The default as a user would write it, for --help. */

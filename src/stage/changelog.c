@@ -11,6 +11,7 @@
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 #include "hotcount/partial.h"
+#include "hotcount/partial_pack.h"
 #include "hotcount/table.h"
 
 /* posts whose totals one store read fetches during a repair */
@@ -333,33 +334,52 @@ typedef struct collect_ctx {
     hc_changelog_t *cl;
     hc_store_t *st;
     hc_table_t *tbl;
-    size_t posts; /* published so far */
+    size_t posts;          /* published so far */
+    hc_pack_entry_t *pack; /* owned scratch, HC_PACK_MAX_POSTS long */
     char *errstr;
     size_t errstr_size;
 } collect_ctx_t;
 
-/* Collects one partial's post, publishing the collected ones whenever the table fills. */
-static hc_err_t collect_post(const rd_kafka_message_t *rkm, void *opaque)
+static hc_err_t collect_one(collect_ctx_t *ctx, const char *post_id, size_t post_id_len)
 {
-    collect_ctx_t *ctx = opaque;
-    hc_partial_t partial;
-    char why[256];
-    if (hc_partial_decode(rkm->payload, rkm->payload ? rkm->len : 0, &partial, why, sizeof(why)) !=
-        HC_OK) {
-        return HC_OK; /* stage 2 skipped it too */
-    }
-    hc_err_t err =
-        hc_table_add(ctx->tbl, partial.post_id, partial.post_id_len, 0, 1, HC_TS_NONE, HC_TS_NONE);
+    hc_err_t err = hc_table_add(ctx->tbl, post_id, post_id_len, 0, 1, HC_TS_NONE, HC_TS_NONE);
     if (err == HC_ERR_FULL) {
         ctx->posts += hc_table_count(ctx->tbl);
         err = publish_current(ctx->cl, ctx->st, ctx->tbl, ctx->errstr, ctx->errstr_size);
         hc_table_clear(ctx->tbl);
         if (err == HC_OK) {
-            err = hc_table_add(ctx->tbl, partial.post_id, partial.post_id_len, 0, 1, HC_TS_NONE,
-                               HC_TS_NONE);
+            err = hc_table_add(ctx->tbl, post_id, post_id_len, 0, 1, HC_TS_NONE, HC_TS_NONE);
         }
     }
     return err;
+}
+
+/* Collects the posts of one partials record (either format, as stage 2 tells them apart),
+ * publishing the collected ones whenever the table fills. A record that does not decode is
+ * skipped (stage 2 dead-lettered it); republishing a post's current total is harmless in any
+ * case. */
+static hc_err_t collect_post(const rd_kafka_message_t *rkm, void *opaque)
+{
+    collect_ctx_t *ctx = opaque;
+    char why[256];
+    const void *value = rkm->payload;
+    size_t len = value ? rkm->len : 0;
+    if (hc_pack_is_packed(value, len)) {
+        size_t n = 0;
+        if (hc_pack_decode(value, len, ctx->pack, &n, why, sizeof(why)) != HC_PARTIAL_OK) {
+            return HC_OK; /* stage 2 skipped it too */
+        }
+        hc_err_t err = HC_OK;
+        for (size_t i = 0; i < n && err == HC_OK; i++) {
+            err = collect_one(ctx, ctx->pack[i].post_id, ctx->pack[i].post_id_len);
+        }
+        return err;
+    }
+    hc_partial_t partial;
+    if (hc_partial_decode(value, len, &partial, why, sizeof(why)) != HC_OK) {
+        return HC_OK; /* stage 2 skipped it too */
+    }
+    return collect_one(ctx, partial.post_id, partial.post_id_len);
 }
 
 hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_range_t *ranges,
@@ -375,15 +395,16 @@ hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_
     renew_if_fatal(cl);
     cl->failed = false; /* what failed before is in these ranges */
     hc_table_t *tbl = hc_table_new(REPAIR_KEYS);
+    hc_pack_entry_t *pack = malloc(HC_PACK_MAX_POSTS * sizeof(*pack));
     rd_kafka_t *reader = hc_kafka_new(cl->cfg, HC_KAFKA_ROLE_READER, NULL, errstr, errstr_size);
     hc_err_t err = HC_ERR_FATAL;
-    if (!tbl || !reader) {
-        if (!tbl) {
+    if (!tbl || !pack || !reader) {
+        if (!tbl || !pack) {
             hc_errstr_set(errstr, errstr_size, "out of memory");
         }
         goto done;
     }
-    collect_ctx_t ctx = {cl, st, tbl, 0, errstr, errstr_size};
+    collect_ctx_t ctx = {cl, st, tbl, 0, pack, errstr, errstr_size};
     err = hc_topic_read_ranges_idle(reader, cl->cfg->topic_partials, ranges, count,
                                     cl->cfg->timeouts.topic_read_idle_ms, collect_post, &ctx,
                                     errstr, errstr_size);
@@ -416,5 +437,6 @@ done:
         rd_kafka_destroy(reader);
     }
     hc_table_destroy(tbl);
+    free(pack);
     return err;
 }

@@ -185,8 +185,8 @@ static parsed_t parse(const void *val, size_t len, header_t *h, char *errstr, si
         h->end = end;
         int32_t last = -1;
         for (bool more = true; ok && more;) {
-            int32_t p;
-            int64_t first, next;
+            int32_t p = -1; /* next_range sets them only when it succeeds */
+            int64_t first = 0, next = 0;
             ok = next_range(&s, end, &p, &first, &next) && p > last;
             last = p;
             h->max_partition = p;

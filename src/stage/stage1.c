@@ -32,6 +32,7 @@
 #include "hotcount/log.h"
 #include "hotcount/manifest.h"
 #include "hotcount/partial.h"
+#include "hotcount/partial_pack.h"
 #include "hotcount/source_check.h"
 #include "hotcount/stage.h"
 #include "hotcount/stage_loop.h"
@@ -75,6 +76,19 @@ struct hc_stage1 {
     int64_t window_by_reason[HC_EVENT_REASON_COUNT];
     char *window_hdr; /* owned: the window's hotcount-window value (hotcount/source_check.h) */
     size_t window_hdr_cap;
+    /* Packed partials (partials.format=packed): the partials topic's partition count as last
+     * read (0: read it at the next commit; reset with every new producer) and when, and owned
+     * scratch: the window's entries grouped by partition, each partition's first index there
+     * (pack_parts_cap + 1 long), and one record's bytes (HC_PACK_MAX_BYTES). */
+    int32_t partials_parts;
+    int64_t partials_parts_at_ms;
+    const hc_table_entry_t **pack_ents;
+    int32_t *pack_of; /* each table entry's partition */
+    size_t pack_cap;
+    size_t *pack_start;
+    int32_t pack_parts_cap;
+    uint8_t *pack_buf;
+    int64_t window_records; /* likes.partials records the committing window produced */
 };
 
 /* ---- the state machine ------------------------------------------------------------------- */
@@ -247,6 +261,10 @@ void hc_stage1_destroy(hc_stage1_t *s1)
     hc_hotkeys_destroy(s1->hk);
     hc_manifest_fini(&s1->win);
     free(s1->window_hdr);
+    free(s1->pack_ents);
+    free(s1->pack_of);
+    free(s1->pack_start);
+    free(s1->pack_buf);
     free(s1);
 }
 
@@ -284,22 +302,26 @@ static hc_err_t record_offset(hc_stage1_t *s1, const rd_kafka_message_t *rkm, ch
 /* Produces into the open transaction, waiting while the local queue is full. timestamp_ms: the
  * record's timestamp, 0 for the time of the call (a window's records share the window's close
  * time, which also spares librdkafka a clock read per partial). */
-static hc_err_t produce(hc_stage1_t *s1, const char *topic, const void *key, size_t key_len,
-                        const void *value, size_t value_len, int64_t timestamp_ms,
-                        rd_kafka_headers_t *hdrs, char *errstr, size_t errstr_size)
+/* Into partition, or by the key with RD_KAFKA_PARTITION_UA (librdkafka's partitioner). */
+static hc_err_t produce_to(hc_stage1_t *s1, const char *topic, int32_t partition, const void *key,
+                           size_t key_len, const void *value, size_t value_len,
+                           int64_t timestamp_ms, rd_kafka_headers_t *hdrs, char *errstr,
+                           size_t errstr_size)
 {
     for (;;) {
         rd_kafka_resp_err_t err;
         if (hdrs) {
             err = rd_kafka_producev(
-                s1->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
-                RD_KAFKA_V_VALUE((void *)value, value_len), RD_KAFKA_V_TIMESTAMP(timestamp_ms),
-                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+                s1->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)value, value_len),
+                RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
         } else {
-            err = rd_kafka_producev(
-                s1->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
-                RD_KAFKA_V_VALUE((void *)value, value_len), RD_KAFKA_V_TIMESTAMP(timestamp_ms),
-                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+            err = rd_kafka_producev(s1->producer, RD_KAFKA_V_TOPIC(topic),
+                                    RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_KEY(key, key_len),
+                                    RD_KAFKA_V_VALUE((void *)value, value_len),
+                                    RD_KAFKA_V_TIMESTAMP(timestamp_ms),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
         }
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
             return HC_OK; /* the headers now belong to the message */
@@ -322,6 +344,14 @@ static hc_err_t produce(hc_stage1_t *s1, const char *topic, const void *key, siz
         hc_errstr_set(errstr, errstr_size, "produce to %s: %s", topic, rd_kafka_err2str(err));
         return HC_ERR_ABORT;
     }
+}
+
+static hc_err_t produce(hc_stage1_t *s1, const char *topic, const void *key, size_t key_len,
+                        const void *value, size_t value_len, int64_t timestamp_ms,
+                        rd_kafka_headers_t *hdrs, char *errstr, size_t errstr_size)
+{
+    return produce_to(s1, topic, RD_KAFKA_PARTITION_UA, key, key_len, value, value_len,
+                      timestamp_ms, hdrs, errstr, errstr_size);
 }
 
 /* The message's dead letter into the open transaction. Any message has one, whatever its key,
@@ -457,6 +487,13 @@ static hc_err_t txn_call(hc_stage1_t *s1, txn_call_t call,
             error = rd_kafka_abort_transaction(s1->producer, timeout);
         }
         hc_err_t err = hc_kafka_error_take(error, errstr, errstr_size);
+        /* A fenced producer's failed produce may reach the commit as an abortable "message(s)
+         * failed" before librdkafka raises its fatal error: asked again, the producer says
+         * fatal, and a fatal producer can abort nothing (the abort would fail the same way). */
+        if (err == HC_ERR_ABORT &&
+            hc_kafka_fatal_check(s1->producer, errstr, errstr_size) != HC_OK) {
+            return HC_ERR_FATAL;
+        }
         if (err != HC_ERR_TRANSIENT || hc_now_ms() >= give_up_at) {
             return err;
         }
@@ -497,6 +534,7 @@ static hc_err_t renew_producer(hc_stage1_t *s1, char *errstr, size_t errstr_size
 {
     hc_stage_loop_unwatch(&s1->loop, s1->producer);
     rd_kafka_destroy(s1->producer);
+    s1->partials_parts = 0; /* read again through the new producer */
     hc_kafka_opts_t popts = {.transactional_id = s1->txn_id};
     s1->producer = hc_kafka_new(s1->cfg, HC_KAFKA_ROLE_TXN_PRODUCER, &popts, errstr, errstr_size);
     if (!s1->producer) {
@@ -512,6 +550,147 @@ static hc_err_t begin_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
     hc_err_t err =
         hc_kafka_error_take(rd_kafka_begin_transaction(s1->producer), errstr, errstr_size);
     return err == HC_OK ? HC_OK : HC_ERR_FATAL;
+}
+
+/* The partials topic's partition count, read again a minute after it last was: partitions
+ * added to the topic then get their share of the posts (until then the posts of the new ones
+ * go to the old ones, still each counted once). */
+static hc_err_t partials_partitions(hc_stage1_t *s1, char *errstr, size_t errstr_size)
+{
+    int64_t now = hc_now_ms();
+    if (s1->partials_parts > 0 && now - s1->partials_parts_at_ms < 60000) {
+        return HC_OK;
+    }
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(s1->producer, s1->cfg->topic_partials, NULL);
+    if (!rkt) {
+        hc_errstr_set(errstr, errstr_size, "topic handle for %s", s1->cfg->topic_partials);
+        return HC_ERR_ABORT;
+    }
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t rerr =
+        rd_kafka_metadata(s1->producer, 0, rkt, &md, (int)s1->cfg->timeouts.txn_call_ms);
+    rd_kafka_topic_destroy(rkt);
+    if (rerr) {
+        /* the window is aborted and read again: no partial of it was produced */
+        hc_errstr_set(errstr, errstr_size, "metadata for %s: %s", s1->cfg->topic_partials,
+                      rd_kafka_err2str(rerr));
+        return HC_ERR_ABORT;
+    }
+    hc_err_t err = HC_OK;
+    if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt < 1) {
+        hc_errstr_set(errstr, errstr_size, "topic %s: %s", s1->cfg->topic_partials,
+                      md->topic_cnt && md->topics[0].err ? rd_kafka_err2str(md->topics[0].err)
+                                                         : "no partitions");
+        err = HC_ERR_ABORT;
+    } else {
+        s1->partials_parts = md->topics[0].partition_cnt;
+        s1->partials_parts_at_ms = now;
+    }
+    rd_kafka_metadata_destroy(md);
+    return err;
+}
+
+/* The window's partials as packed records (partial_pack.h): its posts grouped by the partials
+ * partition each belongs to (hc_pack_partition), each group in post-id order in as many
+ * bounded records as it needs, produced to that partition. Key of the k-th record (k from 0)
+ * of a partition: "<transactional id>/<window>/<partition>/<k>", unique per window, naming
+ * its writer; stage 2 does not read it. dropped: the drop_partial mutant's state, else NULL. */
+static hc_err_t produce_packed(hc_stage1_t *s1, int64_t closed_at, size_t hdr_len, bool *dropped,
+                               char *errstr, size_t errstr_size)
+{
+    size_t n = hc_table_count(s1->tbl);
+    if (n == 0) {
+        return HC_OK; /* a window of dead letters only: no metadata to read */
+    }
+    hc_err_t err = partials_partitions(s1, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    int32_t parts = s1->partials_parts;
+    if (n > s1->pack_cap) {
+        const hc_table_entry_t **ents = realloc(s1->pack_ents, n * sizeof(*ents));
+        if (ents) {
+            s1->pack_ents = ents;
+        }
+        int32_t *of = realloc(s1->pack_of, n * sizeof(*of));
+        if (of) {
+            s1->pack_of = of;
+        }
+        if (!ents || !of) {
+            hc_errstr_set(errstr, errstr_size, "out of memory");
+            return HC_ERR_FATAL;
+        }
+        s1->pack_cap = n;
+    }
+    if (parts > s1->pack_parts_cap) {
+        size_t *start = realloc(s1->pack_start, ((size_t)parts + 1) * sizeof(*start));
+        if (!start) {
+            hc_errstr_set(errstr, errstr_size, "out of memory");
+            return HC_ERR_FATAL;
+        }
+        s1->pack_start = start;
+        s1->pack_parts_cap = parts;
+    }
+    if (!s1->pack_buf && !(s1->pack_buf = malloc(HC_PACK_MAX_BYTES))) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
+    }
+    /* a counting sort by partition: counts, then each partition's first slot, then placed */
+    size_t *start = s1->pack_start;
+    memset(start, 0, ((size_t)parts + 1) * sizeof(*start));
+    for (size_t i = 0; i < n; i++) {
+        const hc_table_entry_t *ent = hc_table_entry(s1->tbl, i);
+        s1->pack_of[i] = hc_pack_partition(ent->post_id, ent->post_id_len, parts);
+#ifdef HC_MUTANT_DROP_PARTIAL
+        if (dropped && !*dropped && ent->delta != 0) {
+            *dropped = true;
+            s1->pack_of[i] = -1;
+            continue;
+        }
+#else
+        (void)dropped;
+#endif
+        start[s1->pack_of[i] + 1]++;
+    }
+    for (int32_t p = 0; p < parts; p++) {
+        start[p + 1] += start[p];
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s1->pack_of[i] >= 0) {
+            s1->pack_ents[start[s1->pack_of[i]]++] = hc_table_entry(s1->tbl, i);
+        }
+    }
+    /* start[p] is now partition p's end, which is p + 1's first slot */
+    size_t first = 0;
+    for (int32_t p = 0; p < parts && err == HC_OK; p++) {
+        size_t end = start[p];
+        const hc_table_entry_t **group = s1->pack_ents + first;
+        size_t left = end - first;
+        hc_pack_sort(group, left);
+        for (int64_t k = 0; left > 0 && err == HC_OK; k++) {
+            size_t taken = 0;
+            size_t len = hc_pack_encode(group, left, &taken, s1->pack_buf, HC_PACK_MAX_BYTES);
+            if (len == 0) {
+                hc_errstr_set(errstr, errstr_size, "packed partial: no entry fits");
+                return HC_ERR_FATAL;
+            }
+            char key[sizeof(s1->txn_id) + 64];
+            int key_len = snprintf(key, sizeof(key), "%s/%" PRId64 "/%" PRId32 "/%" PRId64,
+                                   s1->txn_id, s1->window_seq, p, k);
+            rd_kafka_headers_t *hdrs = NULL;
+            if (hdr_len > 0) {
+                hdrs = rd_kafka_headers_new(1);
+                rd_kafka_header_add(hdrs, HC_SOURCE_HEADER, -1, s1->window_hdr, (ssize_t)hdr_len);
+            }
+            err = produce_to(s1, s1->cfg->topic_partials, p, key, (size_t)key_len, s1->pack_buf,
+                             len, closed_at, hdrs, errstr, errstr_size);
+            s1->window_records++;
+            group += taken;
+            left -= taken;
+        }
+        first = end;
+    }
+    return err;
 }
 
 /* Produces the partials and the manifest, sends the offsets and commits: the window applied.
@@ -544,6 +723,15 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
     }
     size_t hdr_len = hc_source_encode(s1->txn_id, s1->incarnation_ms, s1->window_seq, &s1->win,
                                       s1->window_hdr, s1->window_hdr_cap);
+    s1->window_records = 0;
+    if (strcmp(cfg->partials_format, "packed") == 0) {
+#ifdef HC_MUTANT_DROP_PARTIAL
+        err = produce_packed(s1, closed_at, hdr_len, &dropped, errstr, errstr_size);
+#else
+        err = produce_packed(s1, closed_at, hdr_len, NULL, errstr, errstr_size);
+#endif
+        n = 0; /* nothing left for the one-post loop below */
+    }
     for (size_t i = 0; i < n && err == HC_OK; i++) {
         const hc_table_entry_t *ent = hc_table_entry(s1->tbl, i);
 #ifdef HC_MUTANT_DROP_PARTIAL
@@ -552,6 +740,7 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
             continue;
         }
 #endif
+        s1->window_records++;
         char buf[HC_PARTIAL_MAX_BYTES];
         size_t len = hc_partial_encode(ent, buf, sizeof(buf));
         if (len == 0) {
@@ -610,6 +799,8 @@ static hc_err_t rewind_consumer(hc_stage1_t *s1, char *errstr, size_t errstr_siz
     for (int attempt = 0; assigned->cnt > 0; attempt++) {
         rerr = rd_kafka_committed(consumer, assigned, (int)t->committed_read_ms);
         if (!rerr) {
+            /* what the loop holds was fetched from past the aborted window */
+            hc_stage_loop_forget_list(&s1->loop, assigned);
             err = hc_kafka_reposition(consumer, assigned, (int)t->committed_read_ms, errstr,
                                       errstr_size);
             break;
@@ -645,6 +836,7 @@ static void window_committed(hc_stage1_t *s1)
         }
     }
     hc_metric_add(m->partials, (int64_t)n);
+    hc_metric_add(m->partial_records, s1->window_records);
     hc_metric_add(m->txn_commit, 1);
     hc_log(HC_LOG_INFO, s1->loop.name,
            "committed window: %" PRId64 " events, %" PRId64 " invalid, %zu partials, %" PRId64

@@ -27,6 +27,7 @@
 #include "hotcount/log.h"
 #include "hotcount/partial.h"
 #include "hotcount/partial_check.h"
+#include "hotcount/partial_pack.h"
 #include "hotcount/source_check.h"
 #include "hotcount/stage.h"
 #include "hotcount/stage_loop.h"
@@ -91,6 +92,11 @@ struct hc_stage2 {
     uint8_t *refused;
     size_t refused_cap;
     size_t *map; /* owned, deltas_cap long: a batch delta's table index */
+    /* The record being taken, decoded whole before any of it counts: its entries (owned,
+     * HC_PACK_MAX_POSTS long; post ids borrowed from the message or from `single`) and the
+     * one-post JSON record's decoding. */
+    hc_pack_entry_t *pack;
+    hc_partial_t single;
     /* borrowed; NULL: the store by cfg->store's scheme */
     const struct hc_store_ops *store_ops;
     /* The store check (check_store): when it runs next, and the store's identity as last seen
@@ -375,6 +381,9 @@ static hc_err_t assign_from_store(hc_stage2_t *s2,
     if (s2->changelog && n > 0) {
         hc_changelog_assigned(s2->changelog);
     }
+    if (reposition) {
+        hc_stage_loop_forget_list(&s2->loop, list); /* held: fetched from the old positions */
+    }
     err = reposition
               ? hc_kafka_reposition(s2->loop.consumer, list,
                                     (int)s2->cfg->timeouts.committed_read_ms, errstr, errstr_size)
@@ -435,6 +444,7 @@ static hc_err_t reassign_from_memory(hc_stage2_t *s2, char *errstr, size_t errst
                 next == HC_OFFSET_NONE ? RD_KAFKA_OFFSET_BEGINNING : next;
         }
     }
+    hc_stage_loop_forget_list(&s2->loop, list); /* held: fetched past the turned-away partials */
     hc_err_t err = hc_kafka_reposition(
         s2->loop.consumer, list, (int)s2->cfg->timeouts.committed_read_ms, errstr, errstr_size);
     rd_kafka_topic_partition_list_destroy(list);
@@ -446,6 +456,12 @@ static void set_paused(hc_stage2_t *s2, bool paused)
     rd_kafka_topic_partition_list_t *assigned = NULL;
     if (rd_kafka_assignment(s2->loop.consumer, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (paused) {
+            /* the held partials first, so that a resume without a seek fetches them again */
+            char errstr[512];
+            hc_err_t err = hc_stage_loop_give_back(&s2->loop, assigned, errstr, sizeof(errstr));
+            if (err != HC_OK) {
+                hc_stage_loop_fail(&s2->loop, err, errstr); /* the loop stops at its next poll */
+            }
             rd_kafka_pause_partitions(s2->loop.consumer, assigned);
         } else {
             rd_kafka_resume_partitions(s2->loop.consumer, assigned);
@@ -871,7 +887,7 @@ done:
 /* Remembers where a partial that joined the window came from; before: the table's count
  * before the add (a new post is the last entry, an old one is looked up). */
 static hc_err_t add_source(hc_stage2_t *s2, const rd_kafka_message_t *rkm,
-                           const hc_partial_t *partial, size_t before)
+                           const hc_pack_entry_t *partial, size_t before)
 {
     if (s2->source_n == s2->source_cap) {
         size_t cap = s2->source_cap ? s2->source_cap * 2 : 1024;
@@ -1147,6 +1163,77 @@ static int64_t on_due_ms(void *stage)
     return s2->state == HC_STAGE2_OPEN ? s2->window_due_ms : INT64_MAX;
 }
 
+/* Decodes a likes.partials record of either format into s2->pack[0..*n), checking every rule
+ * that holds without context (partial_check.h): a packed record whole (partial_pack.h), any
+ * other value as the one-post JSON record. */
+static hc_partial_reason_t decode_record(hc_stage2_t *s2, const rd_kafka_message_t *rkm, size_t *n,
+                                         char *why, size_t why_size)
+{
+    const void *value = rkm->payload;
+    size_t len = value ? rkm->len : 0;
+    if (hc_pack_is_packed(value, len)) {
+        return hc_pack_decode(value, len, s2->pack, n, why, why_size);
+    }
+    *n = 0;
+    hc_partial_reason_t reason = hc_partial_check(value, len, &s2->single, why, why_size);
+    if (reason == HC_PARTIAL_OK) {
+        const hc_partial_t *pt = &s2->single;
+        s2->pack[0] = (hc_pack_entry_t){.post_id = pt->post_id,
+                                        .post_id_len = (uint32_t)pt->post_id_len,
+                                        .delta = pt->delta,
+                                        .events = pt->events,
+                                        .ts_min = pt->ts_min,
+                                        .ts_max = pt->ts_max};
+        *n = 1;
+    }
+    return reason;
+}
+
+/* Whether the record's n posts fit the open window within max.keys. The table holds max.keys
+ * plus one record (HC_PACK_MAX_POSTS), so a record also fits an empty window when max.keys is
+ * smaller than it. */
+static bool has_room(const hc_stage2_t *s2, size_t n)
+{
+    size_t count = hc_table_count(s2->tbl);
+    if (count == 0) {
+        return true;
+    }
+    size_t fresh = 0;
+    for (size_t i = 0; i < n; i++) {
+        fresh += hc_table_find(s2->tbl, s2->pack[i].post_id, s2->pack[i].post_id_len) == NULL;
+    }
+    return count + fresh <= (size_t)s2->cfg->max_keys;
+}
+
+/* HC_PARTIAL_OVERFLOW when adding the record would take a post's delta or events, or the
+ * window's event total, past int64; else HC_PARTIAL_OK with the record's events in *events. A
+ * record's post ids are distinct (the decoders refuse a repeat), so each post is checked once
+ * against the table. */
+static hc_partial_reason_t overflow_check(const hc_stage2_t *s2, size_t n, int64_t *events,
+                                          char *why, size_t why_size)
+{
+    int64_t total = hc_table_events(s2->tbl);
+    for (size_t i = 0; i < n; i++) {
+        const hc_pack_entry_t *e = &s2->pack[i];
+        const hc_table_entry_t *ent = hc_table_find(s2->tbl, e->post_id, e->post_id_len);
+        bool over = e->events > INT64_MAX - total; /* total >= 0, events >= 1 */
+        if (!over && ent) {
+            over = ent->events > INT64_MAX - e->events ||
+                   (e->delta > 0 ? ent->delta > INT64_MAX - e->delta
+                                 : ent->delta < INT64_MIN - e->delta);
+        }
+        if (over) {
+            hc_errstr_set(why, why_size,
+                          "partial: entry %zu: delta %" PRId64 " overflows the window", i,
+                          e->delta);
+            return HC_PARTIAL_OVERFLOW;
+        }
+        total += e->events;
+    }
+    *events = total - hc_table_events(s2->tbl);
+    return HC_PARTIAL_OK;
+}
+
 static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *errstr,
                            size_t errstr_size)
 {
@@ -1165,54 +1252,62 @@ static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *err
         s2->turned_away++;
         return step(s2, HC_STAGE2_EV_NO_ROOM, HC_OK, errstr, errstr_size);
     }
-    hc_partial_t partial;
+    size_t n = 0;
     char why[256];
-    hc_partial_reason_t reason =
-        hc_partial_check(rkm->payload, rkm->payload ? rkm->len : 0, &partial, why, sizeof(why));
+    hc_partial_reason_t reason = decode_record(s2, rkm, &n, why, sizeof(why));
     size_t src_len = 0;
     const void *src_hdr = hc_source_header_of(rkm, &src_len);
     if (reason == HC_PARTIAL_OK) {
-        /* a late write of a stale stage-1 transaction: raw offsets counted already */
+        /* a late write of a stale stage-1 transaction: raw offsets counted already. Once per
+         * record: every post of a packed record shares its window's header. */
         reason = hc_source_check(s2->src, rkm->partition, src_hdr, src_len, why, sizeof(why));
+    }
+    if (reason == HC_PARTIAL_OK && s2->state == HC_STAGE2_OPEN && !has_room(s2, n)) {
+        /* the window first, so that the record joins the next one whole */
+        hc_err_t outcome;
+        hc_err_t err;
+        if ((err = step(s2, HC_STAGE2_EV_NO_ROOM, HC_OK, errstr, errstr_size)) != HC_OK ||
+            (err = flush(s2, &outcome, errstr, errstr_size)) != HC_OK) {
+            return err;
+        }
+        if (outcome != HC_OK) {
+            /* waiting for a retry (RETRY_REWIND) or re-read from the store: this record is
+             * fetched again either way */
+            return HC_OK;
+        }
+        ps = &s2->parts[rkm->partition];
+    }
+    int64_t events = 0;
+    if (reason == HC_PARTIAL_OK) {
+        /* a post's sum (or the window's event total) would leave int64: this record is the bad
+         * one, the window keeps what it had */
+        reason = overflow_check(s2, n, &events, why, sizeof(why));
     }
     bool counted = false;
     if (reason == HC_PARTIAL_OK) {
-        size_t before = hc_table_count(s2->tbl);
-        hc_err_t err = hc_table_add(s2->tbl, partial.post_id, partial.post_id_len, partial.delta,
-                                    partial.events, partial.ts_min, partial.ts_max);
-        if (err == HC_ERR_FULL && s2->state == HC_STAGE2_OPEN) {
-            hc_err_t outcome;
-            if ((err = step(s2, HC_STAGE2_EV_NO_ROOM, HC_OK, errstr, errstr_size)) != HC_OK ||
-                (err = flush(s2, &outcome, errstr, errstr_size)) != HC_OK) {
-                return err;
+        for (size_t i = 0; i < n; i++) {
+            const hc_pack_entry_t *e = &s2->pack[i];
+            size_t before = hc_table_count(s2->tbl);
+            /* neither FULL (has_room, and the table holds max.keys plus one record) nor
+             * INVALID (overflow_check) can happen here: only running out of memory */
+            hc_err_t err = hc_table_add(s2->tbl, e->post_id, e->post_id_len, e->delta, e->events,
+                                        e->ts_min, e->ts_max);
+            if (err != HC_OK) {
+                hc_errstr_set(errstr, errstr_size, "aggregation table: %s", hc_err_name(err));
+                return HC_ERR_FATAL;
             }
-            if (outcome != HC_OK) {
-                /* waiting for a retry (RETRY_REWIND) or re-read from the store: this partial
-                 * is fetched again either way */
-                return HC_OK;
+            if (add_source(s2, rkm, e, before) != HC_OK) {
+                hc_errstr_set(errstr, errstr_size, "out of memory");
+                return HC_ERR_FATAL;
             }
-            ps = &s2->parts[rkm->partition];
-            before = hc_table_count(s2->tbl);
-            err = hc_table_add(s2->tbl, partial.post_id, partial.post_id_len, partial.delta,
-                               partial.events, partial.ts_min, partial.ts_max);
         }
-        if (err == HC_ERR_INVALID) {
-            /* the post's sum (or the window's event total) would leave int64: this partial
-             * is the bad one, the window keeps what it had */
-            reason = HC_PARTIAL_OVERFLOW;
-            hc_errstr_set(why, sizeof(why), "partial: delta %" PRId64 " overflows the window",
-                          partial.delta);
-        } else if (err != HC_OK) {
-            hc_errstr_set(errstr, errstr_size, "aggregation table: %s", hc_err_name(err));
-            return HC_ERR_FATAL;
-        } else if ((err = add_source(s2, rkm, &partial, before)) != HC_OK ||
-                   (err = hc_source_accept(s2->src, rkm->partition, src_hdr, src_len)) != HC_OK) {
+        hc_err_t err = hc_source_accept(s2->src, rkm->partition, src_hdr, src_len);
+        if (err != HC_OK) {
             hc_errstr_set(errstr, errstr_size, "out of memory");
             return err;
-        } else {
-            counted = true;
-            s2->window_events += partial.events;
         }
+        counted = true;
+        s2->window_events += events;
     }
     if (!counted) {
         /* Untrusted input: a record no stage 1 wrote (a bug or a foreign writer) goes to the
@@ -1238,7 +1333,7 @@ static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *err
     if (err != HC_OK) {
         return err;
     }
-    s2->window_partials += counted;
+    s2->window_partials += counted ? (int64_t)n : 0; /* posts, as stage 1 counts them */
     ps->touched = true;
     ps->next = rkm->offset + 1;
     return HC_OK;
@@ -1313,9 +1408,10 @@ hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_m
     s2->cfg = cfg;
     s2->metrics = metrics;
     s2->state = HC_STAGE2_IDLE;
-    s2->tbl = hc_table_new((size_t)cfg->max_keys);
+    s2->tbl = hc_table_new((size_t)cfg->max_keys + HC_PACK_MAX_POSTS);
     s2->src = hc_source_check_new();
-    if (!s2->tbl || !s2->src) {
+    s2->pack = malloc(HC_PACK_MAX_POSTS * sizeof(*s2->pack));
+    if (!s2->tbl || !s2->src || !s2->pack) {
         hc_errstr_set(errstr, errstr_size, "out of memory for max.keys=%lld",
                       (long long)cfg->max_keys);
         goto fail;
@@ -1397,6 +1493,7 @@ void hc_stage2_destroy(hc_stage2_t *s2)
     free(s2->totals);
     hc_store_close(s2->st);
     hc_table_destroy(s2->tbl);
+    free(s2->pack);
     hc_source_check_destroy(s2->src);
     free(s2->parts);
     free(s2->deltas);

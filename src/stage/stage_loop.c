@@ -1,7 +1,9 @@
 /* The lifecycle both stages share (hotcount/stage_loop.h). */
 #include "hotcount/stage_loop.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hotcount/clock.h"
@@ -25,6 +27,30 @@ static atomic_int_fast64_t *assigned_gauge(hc_stage_loop_t *loop)
                                                 : &loop->metrics->stage2_assigned;
 }
 
+/* Drops held[i] if it is topic's partition (topic NULL: any topic; partition -1: any). */
+static size_t drop_held(hc_stage_loop_t *loop, const char *topic, int32_t partition)
+{
+    size_t dropped = 0;
+    for (size_t i = loop->held_next; i < loop->held_count; i++) {
+        rd_kafka_message_t *rkm = loop->held[i];
+        if (!rkm || (partition >= 0 && rkm->partition != partition) ||
+            (topic && (!rkm->rkt || strcmp(rd_kafka_topic_name(rkm->rkt), topic) != 0))) {
+            continue;
+        }
+        rd_kafka_message_destroy(rkm);
+        loop->held[i] = NULL;
+        dropped++;
+    }
+    return dropped;
+}
+
+static void drop_held_list(hc_stage_loop_t *loop, const rd_kafka_topic_partition_list_t *list)
+{
+    for (int i = 0; list && i < list->cnt && loop->held_next < loop->held_count; i++) {
+        drop_held(loop, list->elems[i].topic, list->elems[i].partition);
+    }
+}
+
 static int stats_cb(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
 {
     (void)rk;
@@ -44,6 +70,12 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     const hc_stage_loop_ops_t *ops = loop->opts.ops;
     bool incremental = hc_kafka_is_incremental(rk);
     char errstr[512] = "";
+    /* What is held of these partitions was fetched under the assignment that ends here (or, for
+     * an assigned one, under an earlier one): the new owner, or the new assignment's offsets,
+     * fetch it again. Only these: under incremental rebalancing the others stay assigned, and
+     * their held messages are the next ones of their positions. (The batch call serves
+     * rebalances only when nothing is held; this is for a callback served elsewhere.) */
+    drop_held_list(loop, partitions);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         hc_log(HC_LOG_INFO, loop->name, "assigned %d partitions%s", partitions->cnt,
                incremental ? " more" : "");
@@ -97,6 +129,11 @@ hc_err_t hc_stage_loop_init(hc_stage_loop_t *loop, const hc_config_t *cfg, hc_me
                             const hc_stage_loop_opts_t *opts, char *errstr, size_t errstr_size)
 {
     memset(loop, 0, sizeof(*loop));
+    if (HC_STAGE_LOOP_BATCH > 1 &&
+        !(loop->held = calloc(HC_STAGE_LOOP_BATCH, sizeof(*loop->held)))) {
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
+    }
     loop->cfg = cfg;
     loop->metrics = metrics;
     loop->opts = *opts;
@@ -111,11 +148,21 @@ hc_err_t hc_stage_loop_init(hc_stage_loop_t *loop, const hc_config_t *cfg, hc_me
                              .stats_cb = stats_cb,
                              .opaque = loop};
     loop->consumer = hc_kafka_new(cfg, opts->role, &copts, errstr, errstr_size);
-    return loop->consumer ? HC_OK : HC_ERR_INVALID;
+    if (!loop->consumer) {
+        free(loop->held);
+        loop->held = NULL;
+        return HC_ERR_INVALID;
+    }
+    return HC_OK;
 }
 
 void hc_stage_loop_fini(hc_stage_loop_t *loop)
 {
+    if (loop->held) {
+        drop_held(loop, NULL, -1); /* none after a run: poll_loop drops them as it ends */
+        free(loop->held);
+        loop->held = NULL;
+    }
     if (loop->consumer) {
         hc_kafka_consumer_destroy(loop->consumer, loop->close_abandoned);
         loop->consumer = NULL;
@@ -192,6 +239,62 @@ void hc_stage_loop_pause(hc_stage_loop_t *loop, rd_kafka_t *rk, int64_t ms)
     hc_stage_loop_beat(loop);
 }
 
+void hc_stage_loop_forget(hc_stage_loop_t *loop, const char *topic, int32_t partition)
+{
+#ifndef HC_MUTANT_KEEP_HELD
+    size_t dropped = drop_held(loop, topic, partition);
+    if (dropped > 0) {
+        hc_log(HC_LOG_INFO, loop->name, "repositioning %s/%" PRId32 ": %zu held messages dropped",
+               topic, partition, dropped);
+    }
+#else
+    /* mutant keep_held: the held messages of a repositioned partition reach the stage after
+     * its seek (tests/unit/test_stage1_mock.c and test_stage2.c catch it) */
+    (void)loop;
+    (void)topic;
+    (void)partition;
+#endif
+}
+
+void hc_stage_loop_forget_list(hc_stage_loop_t *loop,
+                               const rd_kafka_topic_partition_list_t *partitions)
+{
+    for (int i = 0; i < partitions->cnt; i++) {
+        hc_stage_loop_forget(loop, partitions->elems[i].topic, partitions->elems[i].partition);
+    }
+}
+
+hc_err_t hc_stage_loop_give_back(hc_stage_loop_t *loop,
+                                 const rd_kafka_topic_partition_list_t *partitions, char *errstr,
+                                 size_t errstr_size)
+{
+    if (loop->held_next == loop->held_count) {
+        return HC_OK; /* nothing held: the pause keeps the position right after the last one */
+    }
+    rd_kafka_topic_partition_list_t *back = rd_kafka_topic_partition_list_new(partitions->cnt);
+    for (int i = 0; i < partitions->cnt; i++) {
+        const rd_kafka_topic_partition_t *tp = &partitions->elems[i];
+        /* a partition's held messages are in offset order: the first is where to go back to */
+        for (size_t h = loop->held_next; h < loop->held_count; h++) {
+            const rd_kafka_message_t *rkm = loop->held[h];
+            if (rkm && !rkm->err && rkm->partition == tp->partition && rkm->rkt &&
+                strcmp(rd_kafka_topic_name(rkm->rkt), tp->topic) == 0) {
+                rd_kafka_topic_partition_list_add(back, tp->topic, tp->partition)->offset =
+                    rkm->offset;
+                break;
+            }
+        }
+        drop_held(loop, tp->topic, tp->partition);
+    }
+    hc_err_t err = HC_OK;
+    if (back->cnt > 0) {
+        err = hc_kafka_reposition(loop->consumer, back, (int)loop->cfg->timeouts.committed_read_ms,
+                                  errstr, errstr_size);
+    }
+    rd_kafka_topic_partition_list_destroy(back);
+    return err;
+}
+
 /* A Kafka broker refusing the stage's credentials or failing its TLS handshake is named, but
  * the stage does not stop on it. A wrong password or CA in the configuration is the likelier
  * cause, and a stage that exits would put it right in front of the operator; but the same errors
@@ -264,6 +367,42 @@ static hc_err_t deliver(hc_stage_loop_t *loop, rd_kafka_message_t *rkm, char *er
     return err;
 }
 
+/* The next message for the stage, or NULL when none came within the poll's wait. Held ones
+ * first; when none is held, one batch call takes what is queued (without waiting: it would wait
+ * for a full batch), and only when nothing is queued does a poll wait, for one message, until
+ * the stage's next deadline (*waited: it was called). The caller owns the message. */
+static rd_kafka_message_t *next_message(hc_stage_loop_t *loop, bool *waited)
+{
+    *waited = false;
+    if (loop->queue) {
+        while (loop->held_next < loop->held_count) {
+            rd_kafka_message_t *rkm = loop->held[loop->held_next];
+            loop->held[loop->held_next++] = NULL;
+            if (rkm) {
+                return rkm;
+            }
+        }
+        /* empty before the call: a rebalance it serves finds nothing held */
+        loop->held_next = loop->held_count = 0;
+        ssize_t n = rd_kafka_consume_batch_queue(loop->queue, 0, loop->held, HC_STAGE_LOOP_BATCH);
+        if (n > 0) {
+            loop->held_count = (size_t)n;
+            loop->held_next = 1;
+            rd_kafka_message_t *rkm = loop->held[0];
+            loop->held[0] = NULL;
+            return rkm;
+        }
+    } else {
+        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(loop->consumer, 0);
+        if (rkm) {
+            return rkm;
+        }
+    }
+    *waited = true;
+    int timeout = poll_timeout_ms(loop);
+    return timeout > 0 ? rd_kafka_consumer_poll(loop->consumer, timeout) : NULL;
+}
+
 /* Polls and dispatches until *stop or an error. The clock is read once per CLOCK_EVERY
  * messages while they queue up (a read costs 60-90 ns on a VM: three per message were 13 % of
  * stage 1's CPU), and after every poll that may have waited, so windows still close within a
@@ -277,14 +416,9 @@ static hc_err_t poll_loop(hc_stage_loop_t *loop, char *errstr, size_t errstr_siz
         /* relaxed: a plain store, not a locked instruction per message; the watchdog only
          * needs the value, no ordering with anything else */
         atomic_store_explicit(&loop->heartbeat_ms, now, memory_order_relaxed);
-        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(loop->consumer, 0);
-        bool checkpoint = !rkm || ++since_clock == CLOCK_EVERY;
-        if (!rkm) {
-            int timeout = poll_timeout_ms(loop);
-            if (timeout > 0) {
-                rkm = rd_kafka_consumer_poll(loop->consumer, timeout);
-            }
-        }
+        bool waited;
+        rd_kafka_message_t *rkm = next_message(loop, &waited);
+        bool checkpoint = waited || ++since_clock == CLOCK_EVERY;
         if (checkpoint) {
             now = hc_now_ms();
             since_clock = 0;
@@ -325,7 +459,16 @@ hc_err_t hc_stage_loop_run(hc_stage_loop_t *loop, const atomic_bool *stop, char 
     }
     if (err == HC_OK) {
         hc_metrics_stage_started(loop->metrics, loop->opts.kind, hc_now_ms());
+        /* librdkafka: the reference must be gone before the consumer closes */
+        loop->queue = loop->held ? rd_kafka_queue_get_consumer(loop->consumer) : NULL;
         err = poll_loop(loop, errstr, errstr_size);
+        /* what is held was not processed: not in the window `stopping` closes, so the next
+         * owner (or run) fetches it again */
+        drop_held(loop, NULL, -1);
+        if (loop->queue) {
+            rd_kafka_queue_destroy(loop->queue);
+            loop->queue = NULL;
+        }
         if (ops->stopping) {
             err = ops->stopping(loop->opts.stage, err, errstr, errstr_size);
         }

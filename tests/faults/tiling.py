@@ -40,6 +40,12 @@ ORACLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oracle"
 spec = importlib.util.spec_from_file_location("hc_oracle", ORACLE)
 oracle = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(oracle)
+# the partials' decoder, both formats (tools/partials_pack.py)
+PACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                    "partials_pack.py")
+spec = importlib.util.spec_from_file_location("hc_partials_pack", PACK)
+partials_pack = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(partials_pack)
 
 SHOWN = 20
 
@@ -138,10 +144,11 @@ def main():
         found = [0, 0, 0]
 
         def partial(m):
-            rec = json.loads(m.value())
-            found[0] += 1
-            found[1] += rec["events"]
-            found[2] += rec["delta"]
+            # a packed record carries many posts: the manifests count posts
+            for _, delta, events, _, _ in partials_pack.entries(m.value()):
+                found[0] += 1
+                found[1] += events
+                found[2] += delta
 
         oracle.read_topic(args.brokers, args.partials, partial)
         for what, want, got in zip(("partials", "events in partials", "likes in partials"),

@@ -44,6 +44,7 @@ static const char *const all_keys[] = {
     "flush.ms",
     "salts",
     "max.keys",
+    "partials.format",
     "event.max.bytes",
     "store",
     "store.redis.prefix",
@@ -68,6 +69,12 @@ static const char *const all_keys[] = {
     "serve.max.connections.per.ip",
     "serve.request.timeout.ms",
     "serve.stats.expose",
+    "serve.hot.enter.rate",
+    "serve.hot.leave.rate",
+    "serve.hot.dwell.ms",
+    "serve.hot.ttl.ms",
+    "serve.hot.max",
+    "serve.hot.follow",
 };
 
 #define ALL_KEY_COUNT (sizeof(all_keys) / sizeof(all_keys[0]))
@@ -374,6 +381,56 @@ static void validate_rejects_leave_rate_not_below_enter_rate(void **state)
     assert_non_null(strstr(errstr, "hotkeys.leave.rate"));
     set_ok(*state, "hotkeys.leave.rate", "99");
     assert_int_equal(hc_config_validate(*state, errstr, sizeof(errstr)), HC_OK);
+}
+
+static void validate_rejects_serve_hot_leave_not_below_enter_naming_both(void **state)
+{
+    char errstr[ERRSTR_SIZE];
+
+    set_ok(*state, "serve.hot.enter.rate", "100");
+    set_ok(*state, "serve.hot.leave.rate", "100");
+    assert_int_equal(hc_config_validate(*state, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "serve.hot.leave.rate"));
+    assert_non_null(strstr(errstr, "serve.hot.enter.rate"));
+    set_ok(*state, "serve.hot.leave.rate", "99");
+    assert_int_equal(hc_config_validate(*state, errstr, sizeof(errstr)), HC_OK);
+}
+
+static void validate_rejects_serve_hot_ttl_below_serve_ttl_naming_both(void **state)
+{
+    char errstr[ERRSTR_SIZE];
+
+    set_ok(*state, "serve.ttl.ms", "500");
+    set_ok(*state, "serve.hot.ttl.ms", "499");
+    assert_int_equal(hc_config_validate(*state, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "serve.hot.ttl.ms"));
+    assert_non_null(strstr(errstr, "serve.ttl.ms"));
+    set_ok(*state, "serve.hot.ttl.ms", "500");
+    assert_int_equal(hc_config_validate(*state, errstr, sizeof(errstr)), HC_OK);
+    /* left at its default (1000 ms), it gives way to a longer serve.ttl.ms */
+    hc_config_t *cfg = *state;
+    hc_config_fini(cfg);
+    assert_int_equal(hc_config_init(cfg), HC_OK);
+    set_ok(cfg, "serve.ttl.ms", "5000");
+    assert_int_equal(hc_config_validate(cfg, errstr, sizeof(errstr)), HC_OK);
+    assert_true(hc_config_is_default(cfg, "serve.hot.ttl.ms"));
+    assert_false(hc_config_is_default(cfg, "serve.ttl.ms"));
+    assert_true(hc_config_is_default(cfg, "brokers"));
+}
+
+static void set_serve_hot_keys_checks_ranges_naming_key(void **state)
+{
+    char errstr[ERRSTR_SIZE];
+
+    assert_int_equal(hc_config_set(*state, "serve.hot.max", "4097", errstr, sizeof(errstr)),
+                     HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "serve.hot.max"));
+    assert_int_equal(hc_config_set(*state, "serve.hot.enter.rate", "0", errstr, sizeof(errstr)),
+                     HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "serve.hot.enter.rate"));
+    assert_int_equal(hc_config_set(*state, "serve.hot.follow", "2", errstr, sizeof(errstr)),
+                     HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "serve.hot.follow"));
 }
 
 static void set_metrics_listen_rejects_bad_port_naming_key(void **state)
@@ -1071,6 +1128,9 @@ int main(void)
         T(set_metrics_listen_accepts_host_port_or_empty),
         T(set_serve_keys_name_the_key_when_bad),
         T(validate_rejects_leave_rate_not_below_enter_rate),
+        T(validate_rejects_serve_hot_leave_not_below_enter_naming_both),
+        T(validate_rejects_serve_hot_ttl_below_serve_ttl_naming_both),
+        T(set_serve_hot_keys_checks_ranges_naming_key),
         T(set_metrics_listen_rejects_bad_port_naming_key),
         T(set_log_level_and_format_accept_only_known_names),
         T(set_parses_integer_fields),

@@ -21,6 +21,7 @@
 #include "hotcount/clock.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
+#include "hotcount/partial.h"
 #include "hotcount/stage.h"
 #include "stage2_impl.h"
 #include "stage2_run.h"
@@ -281,6 +282,93 @@ static void start_while_store_down_waits_and_retries(void **state)
     assert_store_exact(f);
 }
 
+/* HELD partials on partition 0 before the start, over six posts, sent in one produce request:
+ * the mock cluster answers a fetch with one message set, so one fetch brings them all, and the
+ * loop's first batch call (after the poll that waited for the first) holds the rest while
+ * max.keys 2 fills the window at the third: the window is applied from inside on_message, with
+ * the batch held. */
+#define HELD 24
+static void produce_held(fixture_t *f)
+{
+    static const char *const posts[] = {"a", "b", "c", "d", "e", "f"};
+    for (int i = 0; i < HELD; i++) {
+        const char *post = posts[i % 6];
+        hc_table_entry_t ent = {.post_id = post,
+                                .post_id_len = (uint32_t)strlen(post),
+                                .delta = i + 1,
+                                .events = i + 1,
+                                .ts_min = HC_TS_NONE,
+                                .ts_max = HC_TS_NONE};
+        char buf[HC_PARTIAL_MAX_BYTES];
+        size_t len = hc_partial_encode(&ent, buf, sizeof(buf));
+        assert_true(len > 0);
+        assert_int_equal(
+            rd_kafka_producev(f->env.producer, RD_KAFKA_V_TOPIC(f->env.cfg.topic_partials),
+                              RD_KAFKA_V_PARTITION(0), RD_KAFKA_V_KEY(post, 1),
+                              RD_KAFKA_V_VALUE(buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_END),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+        f->produced[0]++;
+        f->want[i % 6] += i + 1;
+        snprintf(f->posts[i % 6], sizeof(f->posts[0]), "%s", post);
+    }
+    f->nposts = 6;
+    assert_int_equal(rd_kafka_flush(f->env.producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    f->env.cfg.max_keys = 2;
+}
+
+/* The full window's batch (the first two partials) loses the compare-and-set: another owner
+ * stored exactly those two. The stage re-reads the store's offset (2) and seeks there, while the
+ * loop holds the partials from offset 3 on; they must not reach the stage after the seek.
+ * Mutant seen failing: keep_held (hc_stage_loop_forget drops nothing): the held partials from 3
+ * on are applied from the stored 2 without the one at 2, then fetched again (a wrong count). */
+static void full_window_refused_mid_batch_drops_the_held_partials(void **state)
+{
+    fixture_t *f = *state;
+    produce_held(f);
+    hc_store_offset_t other_offsets[] = {{0, HC_OFFSET_NONE, 2}};
+    hc_store_delta_t other_deltas[] = {{"a", 1, 1}, {"b", 1, 2}};
+    hc_store_batch_t other = {.group = f->env.cfg.group_stage2,
+                              .topic = f->env.cfg.topic_partials,
+                              .offsets = other_offsets,
+                              .offset_count = 1,
+                              .deltas = other_deltas,
+                              .delta_count = 2};
+    hc_fake_store_lose_cas(f->env.fake, &other);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+    hc_stage2_run_destroy(&f->run);
+
+    const hc_fake_batch_t *lost = hc_fake_store_batch(f->env.fake, 0);
+    assert_int_equal(lost->returned, HC_ERR_CONFLICT);
+    assert_int_equal(batch_offset(lost, 0)->next, 2);
+    assert_store_exact(f);
+}
+
+/* The full window's batch meets an outage: the stage pauses its partitions to retry the same
+ * batch, while the loop holds the partials from offset 3 on. Paused partitions deliver nothing:
+ * the held partials are given back (dropped, the partition sought back to 3) before the pause,
+ * so none is turned away, and all are counted once after the retry lands.
+ * Mutant seen failing: a give-back that drops nothing (hc_stage_loop_give_back returns at once):
+ * the held partials reach the paused stage and are turned away (turned_away > 0). */
+static void full_window_outage_mid_batch_gives_the_held_partials_back(void **state)
+{
+    fixture_t *f = *state;
+    produce_held(f);
+    hc_fake_store_script(f->env.fake, HC_FAKE_TRANSIENT);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+
+    const hc_fake_batch_t *failed = hc_fake_store_batch(f->env.fake, 0);
+    assert_int_equal(failed->returned, HC_ERR_TRANSIENT);
+    assert_int_equal(batch_offset(failed, 0)->next, 2);
+    assert_int_equal(hc_stage2_turned_away(f->run.s2), 0);
+    hc_stage2_run_destroy(&f->run);
+    assert_store_exact(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -290,6 +378,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(ambiguous_commit_retry_loses_cas_counts_once, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(start_while_store_down_waits_and_retries, setup, teardown),
+        cmocka_unit_test_setup_teardown(full_window_refused_mid_batch_drops_the_held_partials,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(full_window_outage_mid_batch_gives_the_held_partials_back,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@
 #include "hotcount/log.h"
 #include "hotcount/partial.h"
 #include "hotcount/partial_check.h"
+#include "hotcount/partial_pack.h"
 #include "hotcount/stage.h"
 #include "hotcount/topic_read.h"
 #include "stage2_impl.h"
@@ -387,9 +388,148 @@ static void store_refusal_of_one_post_is_dead_lettered(void **state)
     assert_int_equal(hc_metric_get(f->metrics.store_error), 0);
 }
 
+/* ---- packed records (partial_pack.h) ---- */
+
+typedef struct pack_post {
+    const char *post;
+    int64_t delta, events;
+} pack_post_t;
+
+/* A packed record of posts (given in the format's order), as stage 1 writes it. */
+static size_t pack(const pack_post_t *posts, size_t n, uint8_t *buf, size_t size)
+{
+    hc_table_entry_t ents[8];
+    const hc_table_entry_t *ptrs[8];
+    assert_true(n <= 8);
+    for (size_t i = 0; i < n; i++) {
+        ents[i] = (hc_table_entry_t){.post_id = posts[i].post,
+                                     .post_id_len = (uint32_t)strlen(posts[i].post),
+                                     .delta = posts[i].delta,
+                                     .events = posts[i].events,
+                                     .ts_min = 1000 + (int64_t)i,
+                                     .ts_max = 2000};
+        ptrs[i] = &ents[i];
+    }
+    size_t taken = 0;
+    size_t len = hc_pack_encode(ptrs, n, &taken, buf, size);
+    assert_int_equal(taken, n);
+    return len;
+}
+
+/* A packed record among one-post ones: every post of it counts, once, and the record's offset
+ * moves with the window like any other's. Mutant seen failing: on_message adds only the first
+ * entry of a packed record (the record's other posts missing from the store). */
+static void packed_record_counts_every_post(void **state)
+{
+    fixture_t *f = *state;
+    static const pack_post_t posts[] = {{"a", 2, 3}, {"b", -1, 1}, {"c", 5, 5}, {"dd", 0, 2}};
+    uint8_t buf[256];
+    size_t len = pack(posts, 4, buf, sizeof(buf));
+    produce(f, 0, "a", 1);
+    produce_raw(f, 0, "batch", buf, len);
+    for (size_t i = 0; i < 4; i++) {
+        expect_post(f, posts[i].post, posts[i].delta);
+    }
+    produce(f, 1, "b", 4);
+    produce(f, 0, "c", -2);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+    hc_stage2_run_destroy(&f->run);
+    assert_store_exact(f);
+    read_dead_letters(f);
+    assert_int_equal(f->ndl, 0);
+    /* posts, as stage 1 counts them: 3 one-post records and 4 posts of the packed one */
+    assert_int_equal(hc_metric_get(f->metrics.partials_consumed), 7);
+}
+
+/* One entry breaks a rule: the record is dead-lettered whole (its original bytes), none of its
+ * posts counts. Mutant seen failing: hc_pack_decode without the delta rule ("q" and "zz" stored).
+ */
+static void packed_record_with_a_bad_entry_is_dead_lettered_whole(void **state)
+{
+    static const pack_post_t posts[] = {{"q", 1, 1}, {"zz", 5, 1}};
+    uint8_t buf[256];
+    size_t len = pack(posts, 2, buf, sizeof(buf));
+    poison_is_dead_lettered(*state, buf, len, HC_PARTIAL_DELTA_EXCEEDS_EVENTS);
+}
+
+/* Cut by one byte: undecodable, dead-lettered, nothing of it counted. */
+static void truncated_packed_record_is_dead_lettered(void **state)
+{
+    static const pack_post_t posts[] = {{"q", 1, 1}, {"r", -1, 1}};
+    uint8_t buf[256];
+    size_t len = pack(posts, 2, buf, sizeof(buf));
+    poison_is_dead_lettered(*state, buf, len - 1, HC_PARTIAL_UNDECODABLE);
+}
+
+/* A packed record one of whose posts would overflow the window: the whole record is
+ * dead-lettered before any of it counts (its other post "a" included). Mutant seen failing:
+ * overflow_check skipped (the stage stops: "aggregation table: invalid"). */
+static void overflowing_packed_record_is_dead_lettered_whole(void **state)
+{
+    fixture_t *f = *state;
+    f->env.cfg.flush_ms = 5000; /* both in one window, as above */
+    char json[HC_PARTIAL_MAX_BYTES];
+    snprintf(json, sizeof(json),
+             "{\"post_id\":\"big\",\"delta\":%" PRId64 ",\"events\":%" PRId64
+             ",\"ts_min\":null,\"ts_max\":null}",
+             INT64_MAX - 5, INT64_MAX - 5);
+    produce(f, 1, "b", 2);
+    produce_json(f, 0, "big", json);
+    expect_post(f, "big", INT64_MAX - 5);
+    static const pack_post_t posts[] = {{"q", 1, 1}, {"big", 6, 6}};
+    uint8_t buf[256];
+    size_t len = pack(posts, 2, buf, sizeof(buf));
+    int64_t at = produce_raw(f, 0, "batch", buf, len);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+    hc_stage2_run_destroy(&f->run);
+    assert_store_exact(f); /* no "q" */
+    read_dead_letters(f);
+    assert_int_equal(f->ndl, 1);
+    assert_dead_letter(&f->dl[0], HC_PARTIAL_OVERFLOW, f->env.cfg.topic_partials, 0, at);
+    assert_int_equal(f->dl[0].value_len, len);
+    assert_invalid_metric(f, HC_PARTIAL_OVERFLOW, 1);
+}
+
+/* max.keys 2 and a record of 3 posts: the open window is stored first and the record counts
+ * whole in the next (the table holds max.keys plus one record). Mutant seen failing: the table
+ * sized max.keys only (the stage stops: "aggregation table: full"). */
+static void packed_record_larger_than_max_keys_counts(void **state)
+{
+    fixture_t *f = *state;
+    f->env.cfg.max_keys = 2;
+    static const pack_post_t posts[] = {{"x", 1, 1}, {"y", 2, 2}, {"z", 3, 3}};
+    uint8_t buf[256];
+    size_t len = pack(posts, 3, buf, sizeof(buf));
+    produce(f, 0, "a", 1);
+    produce(f, 0, "b", 1);
+    produce_raw(f, 0, "batch", buf, len);
+    for (size_t i = 0; i < 3; i++) {
+        expect_post(f, posts[i].post, posts[i].delta);
+    }
+    produce(f, 0, "a", 1);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+    hc_stage2_run_destroy(&f->run);
+    assert_store_exact(f);
+    read_dead_letters(f);
+    assert_int_equal(f->ndl, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(packed_record_counts_every_post, setup, teardown),
+        cmocka_unit_test_setup_teardown(packed_record_with_a_bad_entry_is_dead_lettered_whole,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(truncated_packed_record_is_dead_lettered, setup, teardown),
+        cmocka_unit_test_setup_teardown(overflowing_packed_record_is_dead_lettered_whole, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(packed_record_larger_than_max_keys_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(garbage_bytes_are_dead_lettered, setup, teardown),
         cmocka_unit_test_setup_teardown(control_char_post_id_is_dead_lettered, setup, teardown),
         cmocka_unit_test_setup_teardown(delta_over_events_is_dead_lettered, setup, teardown),

@@ -56,6 +56,7 @@ typedef struct hc_config {
     int64_t flush_ms;
     int32_t salts;
     int64_t max_keys;
+    char *partials_format; /* "packed" (default) or "single" (docs/FORMATS.md, "Partials") */
     int64_t event_max_bytes;
     char *store;
     char *store_redis_prefix;
@@ -85,6 +86,12 @@ typedef struct hc_config {
     int32_t serve_max_connections_per_ip;
     int64_t serve_request_timeout_ms;
     int32_t serve_stats_expose;   /* 1: /v1/stats names stage addresses and errors */
+    int64_t serve_hot_enter_rate; /* reads/s: read-hot promotion (serve_hot.h) */
+    int64_t serve_hot_leave_rate;
+    int64_t serve_hot_dwell_ms;
+    int64_t serve_hot_ttl_ms; /* >= serve_ttl_ms */
+    int64_t serve_hot_max;
+    int32_t serve_hot_follow;     /* -1: when brokers is not its default; 0 off; 1 on */
     hc_kafka_prop_t *kafka_props; /* owned array, in the order given */
     size_t kafka_prop_count;
     /* Not a key: every timeout derived from the keys above (hotcount/timeouts.h). Filled with
@@ -118,10 +125,15 @@ hc_err_t hc_config_load_file(hc_config_t *cfg, const char *path, char *errstr, s
 
 /* Cross-key checks after all sources are applied: topic.raw, topic.partials, topic.dlq (and
  * topic.counts and topic.manifest when set) non-empty and distinct; group.stage1 !=
- * group.stage2; hotkeys.leave.rate < hotkeys.enter.rate; and cfg->timeouts re-derived and
+ * group.stage2; hotkeys.leave.rate < hotkeys.enter.rate; serve.hot.leave.rate <
+ * serve.hot.enter.rate and serve.hot.ttl.ms >= serve.ttl.ms; and cfg->timeouts re-derived and
  * checked (hc_timeouts_derive: flush.ms against the transaction timeout, the watchdog against
  * the longest blocking call ...). HC_ERR_INVALID with errstr naming the keys and the reason. */
 hc_err_t hc_config_validate(hc_config_t *cfg, char *errstr, size_t errstr_size);
+
+/* Whether key holds its default value (false for an unknown key or one whose default is
+ * computed): `hotcount serve` follows topic.hotkeys by default only when brokers was set. */
+bool hc_config_is_default(const hc_config_t *cfg, const char *key);
 
 /* An aligned table, one line per key: name, default, description [range]; then the kafka.*
  * prefixes (for --help). */

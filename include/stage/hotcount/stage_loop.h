@@ -8,13 +8,24 @@
  *   ops->start                 stage set-up that needs the network (init_transactions, schema)
  *   hc_timeouts_log, subscribe
  *   until *stop or an error:
- *     poll (at most until ops->due_ms, at most 100 ms; rebalances call ops->assign/revoke)
+ *     the next held message; none held: one batch call takes up to HC_STAGE_LOOP_BATCH queued
+ *       messages (rebalances call ops->assign/revoke from it), and when none is queued one
+ *       poll waits at most until ops->due_ms, at most 100 ms
  *     the latch: an error of a callback stops the loop
- *     ops->message for each message (consumer errors are logged, not passed on)
+ *     ops->message for that message (consumer errors are logged, not passed on)
  *     ops->tick                 flush a due window, retry, repair
  *     fatal client errors of the consumer and the watched clients, when the clock was read
  *   ops->stopping (err)         close the open window on a clean stop, drain
  *   latch err, close the consumer (its last revoke sees hc_stage_loop_failed), report
+ *
+ * The held batch. librdkafka moves a partition's application position past every message the
+ * batch call returns, so the messages the loop holds are the stage's responsibility: a stage that
+ * moves a partition's fetch position (a seek: stage 1's rewind after an abort, stage 2's re-read
+ * or rewind) calls hc_stage_loop_forget first, and one that pauses partitions calls
+ * hc_stage_loop_give_back first; the loop itself drops the held messages of the partitions a
+ * rebalance assigns, revokes or loses, and everything held when the run ends. A held message is
+ * never handed to the stage after any of these, and one not handed over is fetched again (by
+ * the seek, the resume or the next owner), so none is lost.
  *
  * Threading: hc_stage_loop_run and every hook run on the stage's one thread (rebalances are
  * served from inside its poll and close). hc_stage_loop_heartbeat_ms and hc_stage_loop_assigned
@@ -33,6 +44,15 @@
 #include "hotcount/metrics.h"
 
 #define HC_STAGE_LOOP_WATCH_MAX 2 /* clients besides the consumer whose fatal errors stop it */
+
+/* Messages taken per batch call on the consumer's queue (docs/RELIABILITY.md, "The librdkafka
+ * 2.0.2 workarounds on 2.14.2", says what it saves). A build with -DHC_CONSUME_BATCH=1 polls one
+ * message per call instead (rd_kafka_consumer_poll, the loop before the batch): the A/B's other
+ * side. */
+#ifndef HC_CONSUME_BATCH
+#define HC_CONSUME_BATCH 1000
+#endif
+#define HC_STAGE_LOOP_BATCH HC_CONSUME_BATCH
 
 /* The stage's hooks. `stage` is hc_stage_loop_opts_t.stage. errstr: filled when a hook returns
  * an error. Every hook is optional (NULL) except message. */
@@ -96,6 +116,13 @@ typedef struct hc_stage_loop {
     bool close_abandoned;
     /* hc_kafka_auth_failures' count at the last hc_stage_loop_auth_check */
     uint64_t auth_failures_seen;
+    /* The held batch: held[held_next .. held_count) are owned by the loop (NULL: dropped). A
+     * message leaves the array before its hook runs, so a hook that forgets its partition
+     * never frees the message it was given. */
+    rd_kafka_message_t **held; /* owned, HC_STAGE_LOOP_BATCH slots */
+    size_t held_next;
+    size_t held_count;
+    rd_kafka_queue_t *queue; /* owned reference to the consumer's queue, during the poll loop */
 } hc_stage_loop_t;
 
 /* Creates the consumer for opts->role with the loop's rebalance and statistics callbacks (the
@@ -138,6 +165,23 @@ bool hc_stage_loop_stop_requested(const hc_stage_loop_t *loop);
 /* Waits ms milliseconds inside a retry loop: serves rk's callbacks meanwhile (rd_kafka_poll)
  * when rk is not NULL, else sleeps; beats the heartbeat after. Stage thread. */
 void hc_stage_loop_pause(hc_stage_loop_t *loop, rd_kafka_t *rk, int64_t ms);
+
+/* The stage is about to move the fetch position of topic's partition (a seek): drops the
+ * messages the loop holds for it, fetched from the old position, so that none of them reaches
+ * the stage after the seek. Only that partition's: the others' held messages are still next.
+ * Call it right before the seek (a failed seek stops the stage anyway). Stage thread. */
+void hc_stage_loop_forget(hc_stage_loop_t *loop, const char *topic, int32_t partition);
+/* hc_stage_loop_forget for each partition of the list. */
+void hc_stage_loop_forget_list(hc_stage_loop_t *loop,
+                               const rd_kafka_topic_partition_list_t *partitions);
+/* The stage is about to pause the listed partitions and may resume them without a seek (stage
+ * 2's retry): drops their held messages and seeks each partition that had some back to the
+ * first of them, because librdkafka resumes a paused partition after the last message it handed
+ * out, and the batch call handed out all the held ones. HC_OK, or the seek's error (errstr).
+ * Stage thread. */
+hc_err_t hc_stage_loop_give_back(hc_stage_loop_t *loop,
+                                 const rd_kafka_topic_partition_list_t *partitions, char *errstr,
+                                 size_t errstr_size);
 
 /* Logs kafka_auth_failed (docs/EVENTS.md) when a Kafka client of this process has reported an
  * authentication or TLS handshake failure since the last call (hc_kafka_auth_failures). The
