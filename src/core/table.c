@@ -9,12 +9,32 @@
  * Capacity grows by doubling up to max_keys, and the slot array always has at least twice as
  * many slots as the entry array has room for, so the load factor never exceeds 50% and a probe
  * always reaches an empty slot. Nothing ever shrinks: hc_table_clear keeps the capacity the
- * previous window needed, so steady-state windows do not allocate at all. */
+ * previous window needed, so steady-state windows do not allocate at all.
+ *
+ * The three arrays are whole pages from the kernel (mmap) on Linux, grown with mremap, which
+ * moves pages instead of copying them, and given back with munmap. Through malloc a growth
+ * step copied the array and left the old one free inside the allocator, whose free pages stay
+ * resident for a while (jemalloc's decay): by the arrays' sizes, a table that grew to 10^6
+ * keys left about as much memory again behind it (README "Memory"). Under the address
+ * sanitizer they come from malloc, whose overflows it checks. */
 #include "hotcount/table.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TABLE_MALLOC 1
+#endif
+#endif
+#else
+#define TABLE_MALLOC 1
+#endif
+#ifndef TABLE_MALLOC
+#include <sys/mman.h>
+#endif
 
 #include "hotcount/siphash.h"
 
@@ -33,16 +53,61 @@
  * without growing. */
 #define ARENA_MIN_BYTES 512
 
+/* ---- the arrays' memory: zeroed on creation; growth keeps the contents and zeroes the tail */
+
+#ifndef TABLE_MALLOC
+static void *mem_new(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* NULL on failure, and p is still valid. The new pages of an anonymous mapping are zero. */
+static void *mem_grow(void *p, size_t old_bytes, size_t new_bytes)
+{
+    void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+    return q == MAP_FAILED ? NULL : q;
+}
+
+static void mem_free(void *p, size_t bytes)
+{
+    if (p != NULL) {
+        munmap(p, bytes);
+    }
+}
+#else
+static void *mem_new(size_t bytes)
+{
+    return calloc(1, bytes);
+}
+
+static void *mem_grow(void *p, size_t old_bytes, size_t new_bytes)
+{
+    char *q = realloc(p, new_bytes);
+    if (q != NULL) {
+        memset(q + old_bytes, 0, new_bytes - old_bytes);
+    }
+    return q;
+}
+
+static void mem_free(void *p, size_t bytes)
+{
+    (void)bytes;
+    free(p);
+}
+#endif
+
 typedef struct slot {
     uint32_t hash;
     uint32_t idx; /* entry index + 1; 0 marks an empty slot */
 } slot_t;
 
 struct hc_table {
-    hc_table_entry_t *entries; /* owned; entries_cap allocated, count used */
+    hc_table_entry_t *entries; /* owned; entries_alloc allocated, count used */
     size_t count;
-    size_t entries_cap;
-    slot_t *slots; /* owned; slots_mask + 1 of them */
+    size_t entries_cap;   /* what the slot index was built for: entries_cap <= entries_alloc */
+    size_t entries_alloc; /* larger than entries_cap only after a failed growth */
+    slot_t *slots;        /* owned; slots_mask + 1 of them */
     size_t slots_mask;
     char *arena; /* owned; arena_cap allocated, arena_used used */
     size_t arena_used;
@@ -142,11 +207,11 @@ hc_table_t *hc_table_new(size_t max_keys)
     if (tbl == NULL) {
         goto fail;
     }
-    tbl->entries = malloc(cap * sizeof(*tbl->entries));
+    tbl->entries = mem_new(cap * sizeof(*tbl->entries));
     if (tbl->entries == NULL) {
         goto fail_tbl;
     }
-    tbl->slots = calloc(nslots, sizeof(*tbl->slots));
+    tbl->slots = mem_new(nslots * sizeof(*tbl->slots));
     if (tbl->slots == NULL) {
         goto fail_entries;
     }
@@ -154,20 +219,21 @@ hc_table_t *hc_table_new(size_t max_keys)
     if (tbl->arena_cap < ARENA_MIN_BYTES) {
         tbl->arena_cap = ARENA_MIN_BYTES;
     }
-    tbl->arena = malloc(tbl->arena_cap);
+    tbl->arena = mem_new(tbl->arena_cap);
     if (tbl->arena == NULL) {
         goto fail_slots;
     }
     tbl->entries_cap = cap;
+    tbl->entries_alloc = cap;
     tbl->slots_mask = nslots - 1;
     tbl->max_keys = max_keys;
     tbl->key = hc_hash_process_key();
     return tbl;
 
 fail_slots:
-    free(tbl->slots);
+    mem_free(tbl->slots, nslots * sizeof(*tbl->slots));
 fail_entries:
-    free(tbl->entries);
+    mem_free(tbl->entries, cap * sizeof(*tbl->entries));
 fail_tbl:
     free(tbl);
 fail:
@@ -179,9 +245,9 @@ void hc_table_destroy(hc_table_t *tbl)
     if (tbl == NULL) {
         return;
     }
-    free(tbl->arena);
-    free(tbl->slots);
-    free(tbl->entries);
+    mem_free(tbl->arena, tbl->arena_cap);
+    mem_free(tbl->slots, (tbl->slots_mask + 1) * sizeof(*tbl->slots));
+    mem_free(tbl->entries, tbl->entries_alloc * sizeof(*tbl->entries));
     free(tbl);
 }
 
@@ -196,20 +262,31 @@ static hc_err_t grow_index(hc_table_t *tbl)
     hc_table_entry_t *entries;
     slot_t *slots;
 
-    entries = realloc(tbl->entries, cap * sizeof(*entries));
-    if (entries == NULL) {
-        return HC_ERR_FATAL;
+    if (tbl->entries_alloc < cap) {
+        entries =
+            mem_grow(tbl->entries, tbl->entries_alloc * sizeof(*entries), cap * sizeof(*entries));
+        if (entries == NULL) {
+            return HC_ERR_FATAL;
+        }
+        tbl->entries = entries;
+        tbl->entries_alloc = cap;
     }
-    tbl->entries = entries;
+    entries = tbl->entries;
     tbl->entries_cap = cap;
 
     if (nslots != tbl->slots_mask + 1) {
-        slots = calloc(nslots, sizeof(*slots));
+        size_t old_bytes = (tbl->slots_mask + 1) * sizeof(*slots);
+
+        /* The index grows where it is and is rebuilt from the entries, never beside a copy of
+         * itself: the old and the new array are never both resident. */
+        slots = mem_grow(tbl->slots, old_bytes, nslots * sizeof(*slots));
         if (slots == NULL) {
-            /* Keep the old (still valid) index, and the capacity it was built for. */
+            /* Keep the old (still valid) index, and the capacity it was built for; the larger
+             * entries array (entries_alloc) is invisible, and the next growth reuses it. */
             tbl->entries_cap = old_cap;
             return HC_ERR_FATAL;
         }
+        memset(slots, 0, old_bytes);
         /* Entries keep their hash, so a rehash never re-reads key bytes. */
         for (size_t i = 0; i < tbl->count; i++) {
             size_t pos = entries[i].hash & mask;
@@ -220,7 +297,6 @@ static hc_err_t grow_index(hc_table_t *tbl)
             slots[pos].hash = entries[i].hash;
             slots[pos].idx = (uint32_t)(i + 1);
         }
-        free(tbl->slots);
         tbl->slots = slots;
         tbl->slots_mask = mask;
     }
@@ -242,7 +318,7 @@ static hc_err_t reserve_arena(hc_table_t *tbl, size_t len)
     while (cap - tbl->arena_used < len) {
         cap *= 2;
     }
-    arena = realloc(tbl->arena, cap);
+    arena = mem_grow(tbl->arena, tbl->arena_cap, cap);
     if (arena == NULL) {
         return HC_ERR_FATAL;
     }
@@ -442,6 +518,6 @@ uint64_t hc_table_probes(const hc_table_t *tbl)
 
 size_t hc_table_memory(const hc_table_t *tbl)
 {
-    return sizeof(*tbl) + tbl->entries_cap * sizeof(*tbl->entries) +
+    return sizeof(*tbl) + tbl->entries_alloc * sizeof(*tbl->entries) +
            (tbl->slots_mask + 1) * sizeof(*tbl->slots) + tbl->arena_cap;
 }

@@ -9,8 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hotcount/clock.h"
+
+/* jemalloc's control call when the executable links jemalloc (HC_ALLOCATOR); weak, so a build
+ * with libc's allocator links without it and sees NULL. */
+int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+    __attribute__((weak));
 
 /* ---- histograms ---------------------------------------------------------------------------- */
 
@@ -178,6 +184,7 @@ typedef struct lag_client {
     int64_t last_ms;
     int64_t interval_ms; /* between its last two reports; 0 until measured */
     uint64_t generation;
+    int64_t fetchq_bytes; /* its pre-fetch queue in its last report (client_fetchq_bytes) */
 } lag_client_t;
 
 struct hc_metrics_lag {
@@ -222,7 +229,8 @@ hc_err_t hc_metrics_init(hc_metrics_t *m)
 
     struct hc_metrics_lag *lag = calloc(1, sizeof(*lag));
     struct hc_metrics_hot *hot = calloc(1, sizeof(*hot));
-    if (!lag || !hot) {
+    struct hc_metrics_hot *hotset = calloc(1, sizeof(*hotset));
+    if (!lag || !hot || !hotset) {
         goto fail_alloc;
     }
     if (pthread_mutex_init(&lag->mu, NULL) != 0) {
@@ -231,8 +239,13 @@ hc_err_t hc_metrics_init(hc_metrics_t *m)
     if (pthread_mutex_init(&hot->mu, NULL) != 0) {
         goto fail_lag_mutex;
     }
+    if (pthread_mutex_init(&hotset->mu, NULL) != 0) {
+        pthread_mutex_destroy(&hot->mu);
+        goto fail_lag_mutex;
+    }
     m->lag = lag;
     m->hot = hot;
+    m->hotset = hotset;
     return HC_OK;
 
 fail_lag_mutex:
@@ -240,6 +253,7 @@ fail_lag_mutex:
 fail_alloc:
     free(lag);
     free(hot);
+    free(hotset);
     memset(m, 0, sizeof(*m));
     return HC_ERR_FATAL;
 }
@@ -256,6 +270,11 @@ void hc_metrics_fini(hc_metrics_t *m)
         pthread_mutex_destroy(&m->hot->mu);
         free(m->hot);
         m->hot = NULL;
+    }
+    if (m->hotset) {
+        pthread_mutex_destroy(&m->hotset->mu);
+        free(m->hotset);
+        m->hotset = NULL;
     }
 }
 
@@ -477,6 +496,33 @@ static json_int_t partition_lag(json_t *pobj)
     return end > app ? end - app : 0;
 }
 
+/* Bytes of pre-fetched messages a consumer holds (queued.max.messages.kbytes bounds them). The
+ * stages read through the consumer queue, to which librdkafka forwards every partition's fetch
+ * queue, and a partition's fetchq_size follows that forward (rd_kafka_q_size): each partition
+ * reports the whole queue, so the queue is the largest of them, not their sum. */
+static int64_t client_fetchq_bytes(json_t *topics)
+{
+    int64_t bytes = 0;
+    const char *tkey;
+    json_t *tobj;
+    json_object_foreach(topics, tkey, tobj)
+    {
+        json_t *parts = json_object_get(tobj, "partitions");
+        const char *pkey;
+        json_t *pobj;
+        json_object_foreach(parts, pkey, pobj)
+        {
+            json_t *jp = json_object_get(pobj, "partition");
+            json_t *js = json_object_get(pobj, "fetchq_size");
+            if (json_is_integer(jp) && json_integer_value(jp) >= 0 && json_is_integer(js) &&
+                json_integer_value(js) > bytes) {
+                bytes = (int64_t)json_integer_value(js);
+            }
+        }
+    }
+    return bytes;
+}
+
 /* Applies one parsed report. Called with the lag mutex held. */
 static void lag_apply(struct hc_metrics_lag *lag, const char *name, json_t *topics, int64_t now_ms)
 {
@@ -487,6 +533,7 @@ static void lag_apply(struct hc_metrics_lag *lag, const char *name, json_t *topi
     }
     cl->last_ms = now_ms;
     cl->generation++;
+    cl->fetchq_bytes = client_fetchq_bytes(topics);
 
     const char *tkey;
     json_t *tobj;
@@ -574,10 +621,9 @@ hc_err_t hc_metrics_ingest_rdkafka_stats(hc_metrics_t *m, const char *json, size
 
 /* ---- hot keys ------------------------------------------------------------------------------ */
 
-void hc_metrics_publish_hot_keys(hc_metrics_t *m, const char *source, const hc_hotkey_t *keys,
-                                 size_t n, int64_t now_ms)
+static void publish_hot(struct hc_metrics_hot *hot, const char *source, const hc_hotkey_t *keys,
+                        size_t n, int64_t now_ms)
 {
-    struct hc_metrics_hot *hot = m->hot;
     if (!hot) {
         return;
     }
@@ -617,6 +663,18 @@ void hc_metrics_publish_hot_keys(hc_metrics_t *m, const char *source, const hc_h
         slot->keys[i].rate = keys[i].events_per_second;
     }
     pthread_mutex_unlock(&hot->mu);
+}
+
+void hc_metrics_publish_hot_keys(hc_metrics_t *m, const char *source, const hc_hotkey_t *keys,
+                                 size_t n, int64_t now_ms)
+{
+    publish_hot(m->hot, source, keys, n, now_ms);
+}
+
+void hc_metrics_publish_hot_set(hc_metrics_t *m, const char *source, const hc_hotkey_t *keys,
+                                size_t n, int64_t now_ms)
+{
+    publish_hot(m->hotset, source, keys, n, now_ms);
 }
 
 /* ---- exposition ---------------------------------------------------------------------------- */
@@ -879,6 +937,83 @@ static void render_lag(sbuf_t *sb, struct hc_metrics_lag *lag, int64_t now_ms)
     pthread_mutex_unlock(&lag->mu);
 }
 
+/* The pre-fetch queues of the consumers heard from recently (as the lag entries age out). */
+static void render_fetch_queue(sbuf_t *sb, struct hc_metrics_lag *lag, int64_t now_ms)
+{
+    family(sb, "hotcount_consumer_fetch_queue_bytes", "gauge",
+           "Bytes of messages this process's consumers have pre-fetched and not yet handed to "
+           "a stage, from librdkafka statistics (bounded by queued.max.messages.kbytes).");
+    int64_t bytes = 0;
+    if (lag) {
+        pthread_mutex_lock(&lag->mu);
+        for (int c = 0; c < HC_METRICS_LAG_CLIENTS; c++) {
+            const lag_client_t *cl = &lag->clients[c];
+            if (cl->used && now_ms - cl->last_ms <= client_max_age(lag, c)) {
+                bytes += cl->fetchq_bytes;
+            }
+        }
+        pthread_mutex_unlock(&lag->mu);
+    }
+    sample_int(sb, "hotcount_consumer_fetch_queue_bytes", bytes);
+}
+
+/* The process's resident set (/proc/self/statm), whatever the allocator; -1 when unreadable. */
+static int64_t rss_bytes(void)
+{
+    FILE *fp = fopen("/proc/self/statm", "r");
+    long long size = 0;
+    long long resident = -1;
+    if (!fp) {
+        return -1;
+    }
+    if (fscanf(fp, "%lld %lld", &size, &resident) != 2) {
+        resident = -1;
+    }
+    fclose(fp);
+    long page = sysconf(_SC_PAGESIZE);
+    return resident >= 0 && page > 0 ? (int64_t)resident * page : -1;
+}
+
+/* One of jemalloc's size_t statistics, or -1. */
+static int64_t je_stat(const char *name)
+{
+    size_t v = 0;
+    size_t len = sizeof(v);
+    return mallctl(name, &v, &len, NULL, 0) == 0 ? (int64_t)v : -1;
+}
+
+/* RSS, and with jemalloc what of it the allocator holds: allocated (live objects), resident
+ * (the allocator's pages in memory: allocated, plus free pages not yet returned to the kernel,
+ * plus its metadata) and retained (address space kept after its pages went back to the
+ * kernel: not in RSS). resident - allocated is what the allocator retains in RSS. Refreshing
+ * jemalloc's statistics (the "epoch" call) merges its per-thread counters: microseconds, once
+ * per scrape. */
+static void render_memory(sbuf_t *sb)
+{
+    family(sb, "hotcount_memory_rss_bytes", "gauge",
+           "Resident set size of the process (/proc/self/statm).");
+    sample_int(sb, "hotcount_memory_rss_bytes", rss_bytes());
+    if (mallctl == NULL) {
+        return; /* libc's allocator: no breakdown */
+    }
+    uint64_t epoch = 1;
+    size_t len = sizeof(epoch);
+    if (mallctl("epoch", &epoch, &len, &epoch, len) != 0) {
+        return;
+    }
+    family(sb, "hotcount_memory_allocated_bytes", "gauge",
+           "Bytes in live allocations (jemalloc stats.allocated).");
+    sample_int(sb, "hotcount_memory_allocated_bytes", je_stat("stats.allocated"));
+    family(sb, "hotcount_memory_resident_bytes", "gauge",
+           "Bytes of the allocator's pages in memory: live allocations, free pages not yet "
+           "returned to the kernel, metadata (jemalloc stats.resident).");
+    sample_int(sb, "hotcount_memory_resident_bytes", je_stat("stats.resident"));
+    family(sb, "hotcount_memory_retained_bytes", "gauge",
+           "Address space jemalloc keeps for reuse after returning its pages to the kernel: "
+           "not resident (jemalloc stats.retained).");
+    sample_int(sb, "hotcount_memory_retained_bytes", je_stat("stats.retained"));
+}
+
 static int cmp_hot(const void *a, const void *b)
 {
     const hot_key_t *x = a;
@@ -886,11 +1021,10 @@ static int cmp_hot(const void *a, const void *b)
     return (x->rate < y->rate) - (x->rate > y->rate);
 }
 
-static void render_hot(sbuf_t *sb, struct hc_metrics_hot *hot, int64_t now_ms, int64_t flush_ms)
+/* name{post_id="..."<extra>} per post: extra is more labels (",source=\"detected\"") or "". */
+static void render_hot(sbuf_t *sb, struct hc_metrics_hot *hot, int64_t now_ms, int64_t flush_ms,
+                       const char *name, const char *extra)
 {
-    family(sb, "hotcount_hot_key_events_per_second", "gauge",
-           "Events per second of the busiest posts over stage 1's last window (space-saving "
-           "estimate, never below the true rate), summed over this process's stage-1 instances.");
     if (!hot) {
         return;
     }
@@ -927,9 +1061,9 @@ static void render_hot(sbuf_t *sb, struct hc_metrics_hot *hot, int64_t now_ms, i
     for (size_t i = 0; i < n && i < HC_METRICS_HOT_KEYS; i++) {
         char num[64];
         format_double(num, sizeof(num), merged[i].rate);
-        sb_printf(sb, "hotcount_hot_key_events_per_second{post_id=\"");
+        sb_printf(sb, "%s{post_id=\"", name);
         sb_label_value(sb, merged[i].post_id, merged[i].len);
-        sb_printf(sb, "\"} %s\n", num);
+        sb_printf(sb, "\"%s} %s\n", extra, num);
     }
     free(merged);
 }
@@ -961,6 +1095,9 @@ size_t hc_metrics_render(hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char
     }
     counter(&sb, "hotcount_partials_total", "Partials produced in committed stage-1 transactions.",
             hc_metric_get(m->partials));
+    counter(&sb, "hotcount_partial_records_total",
+            "likes.partials records produced in committed stage-1 transactions.",
+            hc_metric_get(m->partial_records));
     family(&sb, "hotcount_transactions_total", "counter", "Stage-1 Kafka transactions by outcome.");
     sample_label_int(&sb, "hotcount_transactions_total", "outcome", "commit",
                      hc_metric_get(m->txn_commit));
@@ -1033,7 +1170,35 @@ size_t hc_metrics_render(hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char
                         unflushed_seconds(m, HC_METRICS_STAGE1, now_ms));
     sample_label_double(&sb, "hotcount_unflushed_input_seconds", "stage", "2",
                         unflushed_seconds(m, HC_METRICS_STAGE2, now_ms));
-    render_hot(&sb, m->hot, now_ms, flush_ms);
+    family(&sb, "hotcount_stage_instances", "gauge",
+           "Stage instances running in this process (0: it does not run that stage).");
+    sample_label_int(&sb, "hotcount_stage_instances", "stage", "1",
+                     hc_metric_get(m->stage[HC_METRICS_STAGE1].running));
+    sample_label_int(&sb, "hotcount_stage_instances", "stage", "2",
+                     hc_metric_get(m->stage[HC_METRICS_STAGE2].running));
+    family(&sb, "hotcount_hot_key_events_per_second", "gauge",
+           "Events per second of the busiest posts over stage 1's last window (space-saving "
+           "estimate, never below the true rate), summed over this process's stage-1 instances.");
+    render_hot(&sb, m->hot, now_ms, flush_ms, "hotcount_hot_key_events_per_second", "");
+    family(&sb, "hotcount_hot_post_events_per_second", "gauge",
+           "Stage 2's hot-set members (hot or cooling) with their exact events per second over "
+           "its last window.");
+    render_hot(&sb, m->hotset, now_ms, flush_ms, "hotcount_hot_post_events_per_second",
+               ",source=\"detected\"");
+    /* The thresholds only where a stage-2 hot set runs: a scraper tells "no hot set" from 0. */
+    if (hc_metric_get(m->hotkeys_enter_milli) > 0) {
+        char num[64];
+        family(&sb, "hotcount_hotkeys_enter_rate", "gauge",
+               "Stage 2's hotkeys.enter.rate: events/s at which a post enters the hot set.");
+        format_double(num, sizeof(num), (double)hc_metric_get(m->hotkeys_enter_milli) / 1000.0);
+        sb_printf(&sb, "hotcount_hotkeys_enter_rate %s\n", num);
+        family(&sb, "hotcount_hotkeys_leave_rate", "gauge",
+               "Stage 2's hotkeys.leave.rate: events/s below which a member cools.");
+        format_double(num, sizeof(num), (double)hc_metric_get(m->hotkeys_leave_milli) / 1000.0);
+        sb_printf(&sb, "hotcount_hotkeys_leave_rate %s\n", num);
+    }
+    render_fetch_queue(&sb, m->lag, now_ms);
+    render_memory(&sb);
 
     if (sb.failed || !sb.buf) {
         free(sb.buf);

@@ -296,6 +296,7 @@ static void render_names_every_family_with_help_and_type(void **state)
         {"hotcount_events_total", "counter"},
         {"hotcount_invalid_events_total", "counter"},
         {"hotcount_partials_total", "counter"},
+        {"hotcount_partial_records_total", "counter"},
         {"hotcount_transactions_total", "counter"},
         {"hotcount_transaction_seconds", "histogram"},
         {"hotcount_partials_consumed_total", "counter"},
@@ -613,6 +614,48 @@ static void stats_derive_lag_from_position_when_librdkafka_has_none(void **state
     free(text);
 }
 
+/* librdkafka forwards every partition's fetch queue to the consumer's queue and reports that
+ * one queue as each partition's fetchq_size: a client's pre-fetch is the largest, not the sum;
+ * the gauge sums over clients, and a client that went quiet drops out as its lag does. */
+static void stats_fetch_queue_is_each_consumers_queue_summed_over_consumers(void **state)
+{
+    hc_metrics_t *m = *state;
+    static const char fmt[] =
+        "{\"name\": \"%s\", \"type\": \"consumer\", \"ts\": 1, \"time\": 1,\n"
+        " \"topics\": {\"likes.raw\": {\"topic\": \"likes.raw\", \"partitions\": {\n"
+        "  \"0\": {\"partition\": 0, \"fetchq_cnt\": 9, \"fetchq_size\": %d},\n"
+        "  \"1\": {\"partition\": 1, \"fetchq_cnt\": 9, \"fetchq_size\": %d},\n"
+        "  \"-1\": {\"partition\": -1, \"fetchq_cnt\": 0, \"fetchq_size\": 999999}}}}}\n";
+    char json[sizeof(fmt) + 64];
+    int len = snprintf(json, sizeof(json), fmt, "a", 4096, 4096);
+    assert_int_equal(hc_metrics_ingest_rdkafka_stats_at(m, json, (size_t)len, 1000), HC_OK);
+    char *text = render(m, 1000);
+    assert_sample(text, "hotcount_consumer_fetch_queue_bytes", "4096");
+    free(text);
+    /* a second consumer in the process (a reported partition mid-rebalance may lag behind) */
+    len = snprintf(json, sizeof(json), fmt, "b", 100, 300);
+    assert_int_equal(hc_metrics_ingest_rdkafka_stats_at(m, json, (size_t)len, 2000), HC_OK);
+    text = render(m, 2000);
+    assert_sample(text, "hotcount_consumer_fetch_queue_bytes", "4396");
+    free(text);
+    /* "a" last reported at 1000 with no interval measured: gone after 3 x 5000 ms */
+    text = render(m, 16001);
+    assert_sample(text, "hotcount_consumer_fetch_queue_bytes", "300");
+    free(text);
+}
+
+/* The process's RSS is always shown; the allocator's breakdown only with jemalloc (this test
+ * links libc's allocator). */
+static void render_shows_rss(void **state)
+{
+    hc_metrics_t *m = *state;
+    char *text = render(m, 0);
+    const char *rss = sample(text, "hotcount_memory_rss_bytes");
+    assert_non_null(rss);
+    assert_true(strtoll(rss, NULL, 10) > 0);
+    free(text);
+}
+
 static void stats_keep_one_series_when_a_partition_moves(void **state)
 {
     hc_metrics_t *m = *state;
@@ -903,6 +946,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(stats_keep_one_series_when_a_partition_moves, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            stats_fetch_queue_is_each_consumers_queue_summed_over_consumers, setup, teardown),
+        cmocka_unit_test_setup_teardown(render_shows_rss, setup, teardown),
         cmocka_unit_test_setup_teardown(stats_derive_lag_from_position_when_librdkafka_has_none,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(stats_reject_documents_that_are_not_statistics, setup,

@@ -12,7 +12,10 @@
  * O(used) and keeps the capacity, so windows after the first busy one do not allocate. Per live
  * key it costs a 48-byte entry, 2..4 8-byte slots and the key bytes in an arena; with the
  * doubling slack that is 80..160 bytes per key for 16-byte post ids (see hc_table_memory), on
- * top of a ~80 KiB base.
+ * top of a ~80 KiB base. On Linux the arrays are mappings of their own that grow in place
+ * (mremap) and go back to the kernel on destroy: a growth leaves no copy behind in the
+ * allocator, so the table's resident memory is what hc_table_memory counts, at most, and only
+ * the pages its keys touched.
  *
  * Open addressing with linear probing on a power-of-two slot array kept <= 50% full. The hash
  * is SipHash-1-3 under a per-process random key (hotcount/siphash.h): post ids come from any

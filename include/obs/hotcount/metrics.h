@@ -19,7 +19,8 @@
  * | hotcount_events_consumed_total | counter | | raw messages polled by stage 1, committed or not |
  * | hotcount_events_total | counter | result="ok"\|"invalid" | raw events in committed stage-1 windows |
  * | hotcount_invalid_events_total | counter | reason | invalid events by reason (the `hotcount-error` header values) |
- * | hotcount_partials_total | counter | | partials produced in committed stage-1 transactions |
+ * | hotcount_partials_total | counter | | partials produced in committed stage-1 transactions (one per post and window, in either partials.format) |
+ * | hotcount_partial_records_total | counter | | likes.partials records produced in committed stage-1 transactions (packed: a record carries many partials; single: equal to hotcount_partials_total) |
  * | hotcount_transactions_total | counter | outcome="commit"\|"abort" | stage-1 Kafka transactions |
  * | hotcount_transaction_seconds | histogram | | stage-1 window close: first partial produced to commit acknowledged |
  * | hotcount_partials_consumed_total | counter | | partials in committed store batches |
@@ -40,6 +41,15 @@
  * | hotcount_hotkey_transitions_total | counter | to="hot"\|"cool" | stage-2 hot-set changes: posts entering (over hotkeys.enter.rate) and leaving (below hotkeys.leave.rate for hotkeys.dwell.ms, or evicted from a full set) |
  * | hotcount_hotkey_flaps_total | counter | | posts entering the hot set again less than max(60 s, 6 x hotkeys.dwell.ms) after leaving it: thresholds too close or a dwell too short for the traffic |
  * | hotcount_hot_key_events_per_second | gauge | post_id | the current top posts (at most 20) by events/s over stage 1's last window, summed over this process's stage-1 instances |
+ * | hotcount_hot_post_events_per_second | gauge | post_id, source="detected" | the members of this process's stage-2 hot sets (at most 20, hottest first; hot or cooling) with their exact global events/s over stage 2's last window; a member below hotcount_hotkeys_leave_rate is cooling |
+ * | hotcount_hotkeys_enter_rate | gauge | | stage 2's hotkeys.enter.rate (events/s at which a post enters the hot set); absent without a stage-2 hot set |
+ * | hotcount_hotkeys_leave_rate | gauge | | stage 2's hotkeys.leave.rate (events/s below which a member cools, for hotkeys.dwell.ms); absent without a stage-2 hot set |
+ * | hotcount_stage_instances | gauge | stage="1"\|"2" | stage instances running in this process (0: the process does not run that stage) |
+ * | hotcount_consumer_fetch_queue_bytes | gauge | | message bytes the stages' consumers have pre-fetched and not yet handed over (librdkafka statistics, every statistics.interval.ms; bounded by queued.max.messages.kbytes); RSS is about 4 times it for 130-byte events |
+ * | hotcount_memory_rss_bytes | gauge | | resident set size of the process |
+ * | hotcount_memory_allocated_bytes | gauge | | bytes in live allocations (jemalloc builds only: stats.allocated) |
+ * | hotcount_memory_resident_bytes | gauge | | the allocator's resident pages: live allocations, free pages not yet returned to the kernel, metadata (jemalloc builds only: stats.resident); minus allocated, what the allocator retains |
+ * | hotcount_memory_retained_bytes | gauge | | address space jemalloc keeps after returning its pages to the kernel, not resident (jemalloc builds only: stats.retained) |
  *
  * Histogram buckets (le, seconds unless noted):
  *   end_to_end            0.05 0.1 0.25 0.5 1 2 3 5 10 20 30 60
@@ -137,6 +147,7 @@ typedef struct hc_metrics {
     atomic_int_fast64_t events_invalid;
     atomic_int_fast64_t invalid_by_reason[HC_EVENT_REASON_COUNT];
     atomic_int_fast64_t partials;
+    atomic_int_fast64_t partial_records; /* likes.partials records (packed: many partials each) */
     atomic_int_fast64_t txn_commit;
     atomic_int_fast64_t txn_abort;
     atomic_int_fast64_t stage1_assigned; /* partitions currently assigned, all stage-1 consumers */
@@ -155,6 +166,8 @@ typedef struct hc_metrics {
     atomic_int_fast64_t hotkey_to_hot;       /* hot-set entries */
     atomic_int_fast64_t hotkey_to_cool;      /* hot-set departures */
     atomic_int_fast64_t hotkey_flaps;        /* re-entries soon after a departure */
+    atomic_int_fast64_t hotkeys_enter_milli; /* hotkeys.enter.rate x 1000; 0: no hot set */
+    atomic_int_fast64_t hotkeys_leave_milli; /* hotkeys.leave.rate x 1000 */
 
     /* histograms: buckets set by hc_metrics_init */
     hc_histogram_t end_to_end_seconds;                    /* event ts -> store commit */
@@ -166,8 +179,9 @@ typedef struct hc_metrics {
     /* readiness inputs, indexed by hc_metrics_stage_kind_t */
     hc_metrics_stage_t stage[HC_METRICS_STAGE_COUNT];
 
-    struct hc_metrics_lag *lag; /* owned; NULL until hc_metrics_init */
-    struct hc_metrics_hot *hot; /* owned; NULL until hc_metrics_init */
+    struct hc_metrics_lag *lag;    /* owned; NULL until hc_metrics_init */
+    struct hc_metrics_hot *hot;    /* owned; NULL until hc_metrics_init */
+    struct hc_metrics_hot *hotset; /* owned: stage 2's hot-set members, as hot */
 } hc_metrics_t;
 
 #define hc_metric_add(field, n) atomic_fetch_add_explicit(&(field), (n), memory_order_relaxed)
@@ -241,6 +255,11 @@ hc_err_t hc_metrics_ingest_rdkafka_stats_at(hc_metrics_t *m, const char *json, s
  * thread; takes the hot-keys mutex. */
 void hc_metrics_publish_hot_keys(hc_metrics_t *m, const char *source, const hc_hotkey_t *keys,
                                  size_t n, int64_t now_ms);
+/* The same for stage 2's hot set (hotcount_hot_post_events_per_second): `source` a stage-2
+ * instance ("stage2/<instance>"), keys its members' exact rates (only post_id, post_id_len and
+ * events_per_second are read), hidden once older than 3 x flush_ms like stage 1's. */
+void hc_metrics_publish_hot_set(hc_metrics_t *m, const char *source, const hc_hotkey_t *keys,
+                                size_t n, int64_t now_ms);
 
 /* ---- exposition ---------------------------------------------------------------------------- */
 
