@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "cmds.h"
 #include "hotcount/admin.h"
+#include "hotcount/redact.h"
 #include "hotcount/store.h"
 
 static const hc_cli_opt_t init_opts[] = {
@@ -49,7 +50,14 @@ int hc_cmd_init(int argc, char **argv)
         fprintf(stderr, "hotcount init: %s\n", errstr);
         status = err == HC_ERR_INVALID ? HC_EXIT_USAGE : HC_EXIT_FAILED;
     } else {
-        printf("initialised topics on %s and the %s store\n", cli.cfg.brokers, cli.cfg.store);
+        /* the store URI may carry a password: shown redacted, as everywhere */
+        char store[1024];
+        hc_redact_uri(cli.cfg.store, store, sizeof(store));
+        if (hc_cli_has(&cli, "no-topics")) {
+            printf("initialised the %s store\n", store);
+        } else {
+            printf("initialised topics on %s and the %s store\n", cli.cfg.brokers, store);
+        }
         status = HC_EXIT_OK;
     }
     hc_cli_fini(&cli);

@@ -414,6 +414,13 @@ size_t hc_hotset_size(const hc_hotset_t *hs)
     return hs->n;
 }
 
+hc_hotset_member_t hc_hotset_member(const hc_hotset_t *hs, size_t i)
+{
+    const entry_t *e = &hs->ent[i];
+    return (hc_hotset_member_t){
+        .post_id = e->key, .post_id_len = e->len, .state = e->state, .rate = e->rate};
+}
+
 hc_hotset_stats_t hc_hotset_stats(const hc_hotset_t *hs)
 {
     return hs->stats;

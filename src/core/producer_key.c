@@ -160,6 +160,23 @@ size_t hc_hotview_posts(const hc_hotview_t *hv)
     return hv ? hv->used : 0;
 }
 
+size_t hc_hotview_each_hot(const hc_hotview_t *hv, int64_t now_ms, size_t max,
+                           hc_hotview_each_fn fn, void *opaque)
+{
+    size_t hot = 0;
+    for (size_t i = 0; hv && i < hv->cap; i++) {
+        const view_entry_t *e = &hv->slots[i];
+        for (size_t s = 0; e->post_id && s < 2; s++) {
+            if (e->by_source[s].present && hc_hotkey_record_is_hot(&e->by_source[s].rec, now_ms)) {
+                if (hot++ < max) {
+                    fn(opaque, &e->by_source[s].rec);
+                }
+            }
+        }
+    }
+    return hot;
+}
+
 int64_t hc_hotview_records(const hc_hotview_t *hv)
 {
     return hv ? hv->records : 0;

@@ -13,7 +13,7 @@
 
 #include "hotcount/clock.h"
 
-#define METRIC "hotcount_hot_key_events_per_second{post_id=\""
+#define METRIC "hotcount_hot_key_events_per_second"
 #define MAX_BODY (4 << 20) /* a metrics page is tens of KiB; refuse anything absurd */
 /* A rate is a count per second: anything past this (or NaN, or negative) is a broken or hostile
  * endpoint, not a hot key. */
@@ -37,13 +37,34 @@ static const char *parse_label(const char *p, hc_scraped_hotkey_t *k)
     return *p == '"' ? p + 1 : NULL;
 }
 
-size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max)
+/* ,source="..." after the post id, if there: copied (cut to fit), returns the byte after it. */
+static const char *parse_source(const char *p, hc_scraped_hotkey_t *k)
 {
+    static const char lab[] = ",source=\"";
+    k->source[0] = '\0';
+    if (!p || strncmp(p, lab, sizeof(lab) - 1) != 0) {
+        return p;
+    }
+    p += sizeof(lab) - 1;
     size_t n = 0;
+    while (*p && *p != '"' && *p != '\\' && *p != '\n') {
+        if (n + 1 < sizeof(k->source)) {
+            k->source[n++] = *p;
+        }
+        p++;
+    }
+    k->source[n] = '\0';
+    return *p == '"' ? p + 1 : NULL;
+}
+
+size_t hc_hotkeys_parse_family(const char *text, const char *family, hc_scraped_hotkey_t *out,
+                               size_t max)
+{
+    size_t n = 0, flen = strlen(family);
     for (const char *line = text; line && *line && n < max;) {
         const char *eol = strchr(line, '\n');
-        if (strncmp(line, METRIC, sizeof(METRIC) - 1) == 0) {
-            const char *p = parse_label(line + sizeof(METRIC) - 1, &out[n]);
+        if (strncmp(line, family, flen) == 0 && strncmp(line + flen, "{post_id=\"", 10) == 0) {
+            const char *p = parse_source(parse_label(line + flen + 10, &out[n]), &out[n]);
             if (p && *p == '}' && p[1] == ' ') {
                 char *end;
                 double v = strtod(p + 2, &end);
@@ -56,6 +77,11 @@ size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max)
         line = eol ? eol + 1 : NULL;
     }
     return n;
+}
+
+size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max)
+{
+    return hc_hotkeys_parse_family(text, METRIC, out, max);
 }
 
 static int remaining_ms(int64_t deadline)

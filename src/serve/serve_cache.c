@@ -226,6 +226,14 @@ void hc_serve_cache_destroy(hc_serve_cache_t *cache)
 hc_err_t hc_serve_cache_get(hc_serve_cache_t *cache, const char *key, size_t key_len, void **value,
                             size_t *value_len, int64_t *loaded_at, char *errstr, size_t errstr_size)
 {
+    return hc_serve_cache_get_ttl(cache, key, key_len, cache->opts.ttl, value, value_len, loaded_at,
+                                  errstr, errstr_size);
+}
+
+hc_err_t hc_serve_cache_get_ttl(hc_serve_cache_t *cache, const char *key, size_t key_len,
+                                int64_t ttl, void **value, size_t *value_len, int64_t *loaded_at,
+                                char *errstr, size_t errstr_size)
+{
     uint64_t h = hash_key(cache, key, key_len);
     hc_err_t err;
 
@@ -248,7 +256,7 @@ hc_err_t hc_serve_cache_get(hc_serve_cache_t *cache, const char *key, size_t key
         return err;
     }
     int64_t now = cache->opts.clock(cache->opts.clock_opaque);
-    if (e && now - e->loaded_at < cache->opts.ttl) {
+    if (e && now - e->loaded_at < (ttl >= 1 ? ttl : 1)) {
         cache->stats.hits++;
         lru_unlink(cache, e);
         lru_push(cache, e);

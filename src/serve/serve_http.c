@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -31,6 +32,7 @@
 #include "hotcount/log.h"
 #include "hotcount/metrics.h"
 #include "hotcount/serve_cache.h"
+#include "hotcount/serve_hot.h"
 #include "hotcount/serve_parse.h"
 #include "hotcount/serve_stats.h"
 #include "hotcount/store.h"
@@ -41,10 +43,12 @@
 #define RESERVED_TIMEOUT_MS 1000
 #define TOP_DEFAULT 10
 #define STATS_TOP 10
-#define STATS_TTL_MS 1000 /* the page polls once a second */
+#define STATS_TOPIC_MAX 20 /* topic.hotkeys records looked at for /v1/stats' hot_set */
+#define STATS_TTL_MS 1000  /* the page polls once a second */
 #define STATS_REFRESH_MS 1000
 #define SCRAPE_CONNECT_MS 200
 #define SCRAPE_TOTAL_MS 500
+#define HOTKEYS_ANSWER_MAX 256 /* posts in one GET /v1/hotkeys, hottest first */
 
 /* Status codes counted in hotcount_serve_requests_total{code}; anything else is "other". */
 static const unsigned codes[] = {200, 304, 400, 404, 405, 500, 503};
@@ -66,11 +70,16 @@ struct hc_serve {
     hc_store_t *st; /* owned; used only under store_lock */
     pthread_mutex_t store_lock;
 
-    hc_serve_cache_t *likes;  /* owned: post_id -> likes_value_t */
-    hc_serve_cache_t *top;    /* owned: "top" -> top_value_t + rows */
-    hc_serve_cache_t *stats;  /* owned: "stats" -> JSON text */
-    hc_serve_stats_t *staged; /* owned: its refresher scrapes; rendered only from the stats
-                                 cache's (coalesced) load */
+    hc_serve_cache_t *likes;           /* owned: post_id -> likes_value_t */
+    hc_serve_cache_t *top;             /* owned: "top" -> top_value_t + rows */
+    hc_serve_cache_t *stats;           /* owned: "stats" -> JSON text */
+    hc_serve_stats_t *staged;          /* owned: its refresher scrapes; rendered only from the stats
+                                          cache's (coalesced) load */
+    hc_serve_hot_t *hot;               /* owned: read-hot promotion, sampled before srv->likes */
+    pthread_mutex_t topic_lock;        /* guards the two below: set while the HTTP threads run */
+    hc_serve_topic_list_fn topic_list; /* borrowed; NULL: no topic.hotkeys */
+    void *topic_opaque;
+    int64_t hot_ttl_ms; /* max(serve.hot.ttl.ms, serve.ttl.ms) */
 
     atomic_uint_fast64_t requests[CODE_COUNT + 1]; /* last: other */
     atomic_uint_fast64_t store_reads[READ_KIND_COUNT];
@@ -326,6 +335,32 @@ static hc_err_t get_top(hc_serve_t *srv, top_value_t **top, char *errstr, size_t
     return err;
 }
 
+/* Up to max hot records of topic.hotkeys into recs (none without a topic); returns how many
+ * the topic has. */
+typedef struct topic_recs {
+    hc_hotkey_record_t *recs;
+    size_t n;
+} topic_recs_t;
+
+static void take_topic_rec(void *opaque, const hc_hotkey_record_t *rec)
+{
+    topic_recs_t *t = opaque;
+    t->recs[t->n++] = *rec;
+}
+
+static size_t topic_hot_records(hc_serve_t *srv, hc_hotkey_record_t *recs, size_t max, size_t *n)
+{
+    topic_recs_t t = {.recs = recs, .n = 0};
+    size_t total = 0;
+    pthread_mutex_lock(&srv->topic_lock);
+    if (srv->topic_list) {
+        total = srv->topic_list(srv->topic_opaque, max, take_topic_rec, &t);
+    }
+    pthread_mutex_unlock(&srv->topic_lock);
+    *n = t.n;
+    return total;
+}
+
 static hc_err_t load_stats(void *opaque, const char *key, size_t key_len, void **value,
                            size_t *value_len, char *errstr, size_t errstr_size)
 {
@@ -338,8 +373,14 @@ static hc_err_t load_stats(void *opaque, const char *key, size_t key_len, void *
         return err;
     }
     size_t n = top->count < STATS_TOP ? top->count : STATS_TOP;
-    char *json = hc_serve_stats_render(srv->staged, (const hc_store_row_t *)(top + 1), n,
+    hc_hotkey_record_t *recs = malloc(STATS_TOPIC_MAX * sizeof(*recs));
+    size_t rn = 0;
+    if (recs) {
+        topic_hot_records(srv, recs, STATS_TOPIC_MAX, &rn);
+    }
+    char *json = hc_serve_stats_render(srv->staged, (const hc_store_row_t *)(top + 1), n, recs, rn,
                                        hc_now_ms(), hc_wall_ms());
+    free(recs);
     free(top);
     if (!json) {
         hc_errstr_set(errstr, errstr_size, "out of memory");
@@ -358,13 +399,16 @@ static json_t *likes_json(const char *id, size_t len, int64_t likes, int64_t as_
                      (json_int_t)as_of);
 }
 
+/* Every read is counted by the read-hot sampler first, cache hit or not: it decides the TTL. */
 static hc_err_t get_likes(hc_serve_t *srv, const char *id, size_t len, likes_value_t *out,
                           char *errstr, size_t errstr_size)
 {
     void *v = NULL;
     size_t vlen = 0;
     int64_t at;
-    hc_err_t err = hc_serve_cache_get(srv->likes, id, len, &v, &vlen, &at, errstr, errstr_size);
+    int64_t ttl_ms = hc_serve_hot_read(srv->hot, id, len);
+    hc_err_t err = hc_serve_cache_get_ttl(srv->likes, id, len, ttl_ms * 1000, &v, &vlen, &at,
+                                          errstr, errstr_size);
     if (err == HC_OK) {
         memcpy(out, v, sizeof(*out));
         free(v);
@@ -480,6 +524,87 @@ static enum MHD_Result route_stats(hc_serve_t *srv, struct MHD_Connection *conn)
     return respond(srv, conn, MHD_HTTP_OK, "application/json", v, len, true, NULL, false);
 }
 
+static const char *const hot_source_names[] = {"reads", "topic"};
+
+/* The read-hot posts (serve_hot.h), hottest first, at most HOTKEYS_ANSWER_MAX, with the
+ * thresholds they are judged by. Never cached: it is the sampler's state, not the store's. */
+static enum MHD_Result route_hotkeys(hc_serve_t *srv, struct MHD_Connection *conn)
+{
+    hc_serve_hot_post_t *posts = malloc(HOTKEYS_ANSWER_MAX * sizeof(*posts));
+    json_t *obj = json_object(), *arr = json_array();
+    if (!posts || !obj || !arr) {
+        free(posts);
+        json_decref(obj);
+        json_decref(arr);
+        return respond_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    }
+    size_t n = 0;
+    size_t total = hc_serve_hot_list(srv->hot, posts, HOTKEYS_ANSWER_MAX, &n);
+    /* since: the sampler's clock is monotonic; shown as wall time, as as_of is */
+    int64_t wall_minus_mono = hc_wall_ms() - hc_now_ms();
+    for (size_t i = 0; i < n; i++) {
+        const hc_serve_hot_post_t *p = &posts[i];
+        json_array_append_new(arr, json_pack("{s:s%,s:f,s:I,s:s,s:b,s:I}", "post_id", p->post_id,
+                                             p->post_id_len, "rate", round(p->rate * 10.0) / 10.0,
+                                             "since", (json_int_t)(p->since_ms + wall_minus_mono),
+                                             "source", hot_source_names[p->source], "cooling",
+                                             p->cooling, "ttl_ms", (json_int_t)srv->hot_ttl_ms));
+    }
+    /* then the posts topic.hotkeys makes hot that no read has listed yet (a declaration before
+     * its first read): source "topic", with the topic's own source, rate and expiry */
+    hc_hotkey_record_t *recs = malloc(HOTKEYS_ANSWER_MAX * sizeof(*recs));
+    size_t rn = 0;
+    size_t topic_total = recs ? topic_hot_records(srv, recs, HOTKEYS_ANSWER_MAX, &rn) : 0;
+    size_t listed = n;
+    for (size_t r = 0; r < rn; r++) {
+        const hc_hotkey_record_t *rec = &recs[r];
+        bool seen = false;
+        for (size_t i = 0; i < n && !seen; i++) {
+            seen = posts[i].post_id_len == rec->post_id_len &&
+                   memcmp(posts[i].post_id, rec->post_id, rec->post_id_len) == 0;
+        }
+        /* a post hot by both of the topic's sources: listed once, the first record seen */
+        for (size_t q = 0; q < r && !seen; q++) {
+            seen = recs[q].post_id_len == rec->post_id_len &&
+                   memcmp(recs[q].post_id, rec->post_id, rec->post_id_len) == 0;
+        }
+        if (seen || listed >= HOTKEYS_ANSWER_MAX) {
+            continue;
+        }
+        json_t *row = json_pack("{s:s%,s:f,s:I,s:s,s:s,s:b,s:I}", "post_id", rec->post_id,
+                                rec->post_id_len, "rate", round(rec->rate * 10.0) / 10.0, "since",
+                                (json_int_t)rec->since_ms, "source", "topic", "topic_source",
+                                rec->source == HC_HOTKEY_DECLARED ? "declared" : "detected",
+                                "cooling", false, "ttl_ms", (json_int_t)srv->hot_ttl_ms);
+        if (row) { /* a post id that is not UTF-8 cannot be a JSON string: left out */
+            json_object_set_new(row, "expires",
+                                rec->expires_ms == HC_HOTSET_NONE
+                                    ? json_null()
+                                    : json_integer((json_int_t)rec->expires_ms));
+            json_array_append_new(arr, row);
+            listed++;
+        }
+    }
+    free(recs);
+    free(posts);
+    const hc_config_t *cfg = srv->cfg;
+    json_object_set_new(obj, "posts", arr);
+    json_object_set_new(obj, "total", json_integer((json_int_t)total));
+    json_object_set_new(obj, "topic_total", json_integer((json_int_t)topic_total));
+    json_object_set_new(obj, "enter_rate", json_integer(cfg->serve_hot_enter_rate));
+    json_object_set_new(obj, "leave_rate", json_integer(cfg->serve_hot_leave_rate));
+    json_object_set_new(obj, "dwell_ms", json_integer(cfg->serve_hot_dwell_ms));
+    json_object_set_new(obj, "ttl_ms", json_integer(cfg->serve_ttl_ms));
+    json_object_set_new(obj, "hot_ttl_ms", json_integer(srv->hot_ttl_ms));
+    char *body = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    json_decref(obj);
+    if (!body) {
+        return respond_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    }
+    return respond(srv, conn, MHD_HTTP_OK, "application/json", body, strlen(body), true, NULL,
+                   false);
+}
+
 static void render_counter(FILE *f, const char *name, const char *help, uint64_t v)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
@@ -543,6 +668,27 @@ static enum MHD_Result route_metrics(hc_serve_t *srv, struct MHD_Connection *con
             "# HELP hotcount_serve_cache_entries posts in the cache\n"
             "# TYPE hotcount_serve_cache_entries gauge\nhotcount_serve_cache_entries %zu\n",
             cs.entries);
+    hc_serve_hot_stats_t hs = hc_serve_hot_stats(srv->hot);
+    fprintf(f,
+            "# HELP hotcount_serve_hot_posts posts read-hot now (their counts cached "
+            "serve.hot.ttl.ms)\n# TYPE hotcount_serve_hot_posts gauge\nhotcount_serve_hot_posts "
+            "%zu\n",
+            hs.posts);
+    fprintf(f, "# HELP hotcount_serve_hot_promotions_total posts promoted to read-hot, by source\n"
+               "# TYPE hotcount_serve_hot_promotions_total counter\n");
+    for (size_t i = 0; i < 2; i++) {
+        fprintf(f, "hotcount_serve_hot_promotions_total{source=\"%s\"} %" PRId64 "\n",
+                hot_source_names[i], hs.promotions[i]);
+    }
+    fprintf(f, "# HELP hotcount_serve_hot_demotions_total read-hot posts demoted, by source\n"
+               "# TYPE hotcount_serve_hot_demotions_total counter\n");
+    for (size_t i = 0; i < 2; i++) {
+        fprintf(f, "hotcount_serve_hot_demotions_total{source=\"%s\"} %" PRId64 "\n",
+                hot_source_names[i], hs.demotions[i]);
+    }
+    render_counter(f, "hotcount_serve_hot_flaps_total",
+                   "promotions by read rate within a minute of the same post's demotion",
+                   (uint64_t)hs.flaps);
     fprintf(f, "# HELP hotcount_serve_request_seconds one request, from its first byte parsed to "
                "its answer sent\n# TYPE hotcount_serve_request_seconds histogram\n");
     for (size_t i = 0; i <= srv->latency.bound_count; i++) {
@@ -646,6 +792,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     case HC_ROUTE_STATS:
         ret = route_stats(srv, conn);
         break;
+    case HC_ROUTE_HOTKEYS:
+        ret = route_hotkeys(srv, conn);
+        break;
     case HC_ROUTE_PAGE:
         ret = respond(srv, conn, MHD_HTTP_OK, "text/html; charset=utf-8",
                       (char *)(uintptr_t)hc_serve_live_html, hc_serve_live_html_len, false, NULL,
@@ -710,6 +859,39 @@ static hc_err_t new_cache(hc_serve_t *srv, int64_t ttl_ms, size_t max, hc_serve_
     return hc_serve_cache_new(&o, out, errstr, errstr_size);
 }
 
+static int64_t mono_ms(void *opaque)
+{
+    (void)opaque;
+    return hc_now_ms();
+}
+
+static hc_err_t new_hot(hc_serve_t *srv, char *errstr, size_t errstr_size)
+{
+    const hc_config_t *cfg = srv->cfg;
+    srv->hot_ttl_ms =
+        cfg->serve_hot_ttl_ms > cfg->serve_ttl_ms ? cfg->serve_hot_ttl_ms : cfg->serve_ttl_ms;
+    hc_serve_hot_opts_t o = {.enter_rate = (double)cfg->serve_hot_enter_rate,
+                             .leave_rate = (double)cfg->serve_hot_leave_rate,
+                             .dwell_ms = cfg->serve_hot_dwell_ms,
+                             .ttl_ms = cfg->serve_ttl_ms,
+                             .hot_ttl_ms = srv->hot_ttl_ms,
+                             .max = (size_t)cfg->serve_hot_max,
+                             .window_ms = HC_SERVE_HOT_WINDOW_MS,
+                             .now_ms = mono_ms,
+                             .clock_opaque = NULL};
+    return hc_serve_hot_new(&o, &srv->hot, errstr, errstr_size);
+}
+
+void hc_serve_set_topic(hc_serve_t *srv, hc_serve_hot_topic_fn is_hot, hc_serve_topic_list_fn list,
+                        void *opaque)
+{
+    pthread_mutex_lock(&srv->topic_lock);
+    srv->topic_list = list;
+    srv->topic_opaque = opaque;
+    pthread_mutex_unlock(&srv->topic_lock);
+    hc_serve_hot_set_topic(srv->hot, is_hot, opaque);
+}
+
 hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, size_t errstr_size)
 {
     *out = NULL;
@@ -733,6 +915,12 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
         err = HC_ERR_FATAL;
         goto free_srv;
     }
+    if (pthread_mutex_init(&srv->topic_lock, NULL) != 0) {
+        pthread_mutex_destroy(&srv->store_lock);
+        hc_errstr_set(errstr, errstr_size, "cannot create a mutex");
+        err = HC_ERR_FATAL;
+        goto free_srv;
+    }
     err = hc_store_open(cfg, &srv->st, errstr, errstr_size);
     if (err != HC_OK) {
         goto destroy_lock;
@@ -743,6 +931,7 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
             HC_OK ||
         (err = new_cache(srv, STATS_TTL_MS, 1, load_stats, &srv->stats, errstr, errstr_size)) !=
             HC_OK ||
+        (err = new_hot(srv, errstr, errstr_size)) != HC_OK ||
         (err = hc_serve_stats_new(cfg->serve_stages, SCRAPE_CONNECT_MS, SCRAPE_TOTAL_MS,
                                   cfg->serve_stats_expose != 0, &srv->staged, errstr,
                                   errstr_size)) != HC_OK ||
@@ -785,19 +974,22 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
         goto destroy_caches;
     }
     hc_log(HC_LOG_INFO, "serve",
-           "serving the read API on %s (port %d), store %s, TTL %" PRId64 " ms, %d threads",
-           cfg->serve_listen, srv->port, hc_store_kind(srv->st), cfg->serve_ttl_ms,
+           "serving the read API on %s (port %d), store %s, TTL %" PRId64
+           " ms (read-hot posts %" PRId64 " ms), %d threads",
+           cfg->serve_listen, srv->port, hc_store_kind(srv->st), cfg->serve_ttl_ms, srv->hot_ttl_ms,
            (int)cfg->serve_threads);
     *out = srv;
     return HC_OK;
 destroy_caches:
     hc_http_guard_destroy(srv->guard);
     hc_serve_stats_destroy(srv->staged);
+    hc_serve_hot_destroy(srv->hot);
     hc_serve_cache_destroy(srv->stats);
     hc_serve_cache_destroy(srv->top);
     hc_serve_cache_destroy(srv->likes);
     hc_store_close(srv->st);
 destroy_lock:
+    pthread_mutex_destroy(&srv->topic_lock);
     pthread_mutex_destroy(&srv->store_lock);
 free_srv:
     free(srv);
@@ -817,10 +1009,12 @@ void hc_serve_stop(hc_serve_t *srv)
     MHD_stop_daemon(srv->daemon);
     hc_http_guard_destroy(srv->guard);
     hc_serve_stats_destroy(srv->staged);
+    hc_serve_hot_destroy(srv->hot);
     hc_serve_cache_destroy(srv->stats);
     hc_serve_cache_destroy(srv->top);
     hc_serve_cache_destroy(srv->likes);
     hc_store_close(srv->st);
+    pthread_mutex_destroy(&srv->topic_lock);
     pthread_mutex_destroy(&srv->store_lock);
     free(srv);
 }

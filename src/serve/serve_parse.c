@@ -93,6 +93,8 @@ void hc_serve_parse_uri(const char *uri, hc_serve_uri_t *out)
         out->route = HC_ROUTE_TOP;
     } else if (PATH_IS("/v1/stats")) {
         out->route = HC_ROUTE_STATS;
+    } else if (PATH_IS("/v1/hotkeys")) {
+        out->route = HC_ROUTE_HOTKEYS;
     } else if (PATH_IS("/") || PATH_IS("/index.html")) {
         out->route = HC_ROUTE_PAGE;
     } else if (PATH_IS("/metrics")) {

@@ -23,6 +23,8 @@ struct hc_hotkeys_pub {
     int64_t failed;              /* deliveries that failed: dr_msg_cb, on the calling thread */
     hc_hotset_stats_t published; /* the stats already added to the metrics */
     int64_t size;                /* the members already added to hotcount_hot_posts */
+    hc_hotkey_t *top;            /* owned, HC_METRICS_HOT_KEYS: the hottest members, for the
+                                    metrics */
 };
 
 static int64_t wall_clock(void *opaque)
@@ -70,7 +72,13 @@ hc_err_t hc_hotkeys_pub_new(const hc_config_t *cfg, const char *area, hc_metrics
                           .now_ms = clock ? clock : wall_clock,
                           .clock_opaque = clock_opaque};
     hp->hs = hc_hotset_new(&o, errstr, errstr_size);
-    if (!hp->hs) {
+    hp->top = calloc(HC_METRICS_HOT_KEYS, sizeof(*hp->top));
+    if (!hp->hs || !hp->top) {
+        if (hp->hs) { /* the set's own errors are in errstr already */
+            hc_errstr_set(errstr, errstr_size, "out of memory");
+        }
+        hc_hotset_destroy(hp->hs);
+        free(hp->top);
         free(hp);
         return HC_ERR_INVALID;
     }
@@ -78,9 +86,13 @@ hc_err_t hc_hotkeys_pub_new(const hc_config_t *cfg, const char *area, hc_metrics
     hp->rk = hc_kafka_new(cfg, HC_KAFKA_ROLE_PRODUCER, &kopts, errstr, errstr_size);
     if (!hp->rk) {
         hc_hotset_destroy(hp->hs);
+        free(hp->top);
         free(hp);
         return HC_ERR_INVALID;
     }
+    /* The thresholds beside the members' rates, so that a dashboard shows how near each is. */
+    hc_metric_set(metrics->hotkeys_enter_milli, cfg->hotkeys_enter_rate * 1000);
+    hc_metric_set(metrics->hotkeys_leave_milli, cfg->hotkeys_leave_rate * 1000);
     *out = hp;
     return HC_OK;
 }
@@ -125,6 +137,25 @@ static void publish_metrics(hc_hotkeys_pub_t *hp)
     hc_metric_add(hp->metrics->hotkey_flaps, st.flaps - hp->published.flaps);
     hp->published = st;
     hp->size = size;
+    /* The hottest members, kept sorted by an insertion into HC_METRICS_HOT_KEYS slots: O(members)
+     * per window, no allocation. */
+    size_t n = 0;
+    for (size_t i = 0; i < (size_t)size; i++) {
+        hc_hotset_member_t mb = hc_hotset_member(hp->hs, i);
+        if (n == HC_METRICS_HOT_KEYS && mb.rate <= hp->top[n - 1].events_per_second) {
+            continue;
+        }
+        size_t j = n < HC_METRICS_HOT_KEYS ? n++ : n - 1;
+        while (j > 0 && hp->top[j - 1].events_per_second < mb.rate) {
+            hp->top[j] = hp->top[j - 1];
+            j--;
+        }
+        memcpy(hp->top[j].post_id, mb.post_id, mb.post_id_len);
+        hp->top[j].post_id[mb.post_id_len] = '\0';
+        hp->top[j].post_id_len = mb.post_id_len;
+        hp->top[j].events_per_second = mb.rate;
+    }
+    hc_metrics_publish_hot_set(hp->metrics, hp->area, hp->top, n, hc_now_ms());
 }
 
 void hc_hotkeys_pub_window(hc_hotkeys_pub_t *hp, const hc_table_t *tbl)
@@ -172,6 +203,7 @@ void hc_hotkeys_pub_destroy(hc_hotkeys_pub_t *hp)
         return;
     }
     hc_metric_add(hp->metrics->hot_posts, -hp->size); /* its members leave the process's gauge */
+    hc_metrics_publish_hot_set(hp->metrics, hp->area, NULL, 0, hc_now_ms());
     /* Advisory records do not hold up a stop: at most a second for those in flight (a topic
      * that does not exist would keep them until message.timeout.ms), then drop the rest. */
     int64_t wait_ms = hp->cfg->timeouts.drain_ms < 1000 ? hp->cfg->timeouts.drain_ms : 1000;
@@ -182,5 +214,6 @@ void hc_hotkeys_pub_destroy(hc_hotkeys_pub_t *hp)
     }
     rd_kafka_destroy(hp->rk);
     hc_hotset_destroy(hp->hs);
+    free(hp->top);
     free(hp);
 }

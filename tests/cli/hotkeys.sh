@@ -6,7 +6,10 @@ set -u
 hc=${1:?usage: hotkeys.sh path/to/hotcount}
 tmp=$(mktemp -d)
 broker_pid=
+serve_pid=
 cleanup() {
+    [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
+serve_pid=
     [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
     rm -rf "$tmp"
 }
@@ -98,6 +101,65 @@ docs = [json.loads(l) for l in open(sys.argv[1])]
 assert len(docs) >= 2, len(docs)
 assert all(any(r["post"] == "final" for r in d["hot"]) for d in docs)
 ' "$tmp/watch"; then echo "ok   watch_refreshes"; else echo "FAIL watch_refreshes"; cat "$tmp/watch.err"; fails=$((fails + 1)); fi
+
+# serve follows topic.hotkeys (brokers set): the declared post is read-hot from a read, before
+# any read rate could make it so (source "topic"); a post the topic does not name is not.
+"$hc" init --no-topics -X store=sqlite:"$tmp/serve.db" >/dev/null 2>&1 ||
+    { echo "FAIL init_for_serve"; fails=$((fails + 1)); }
+"$hc" serve -X "brokers=$brokers" -X store=sqlite:"$tmp/serve.db" -X serve.listen=127.0.0.1:0 \
+    >"$tmp/serve.url" 2>"$tmp/serve.err" &
+serve_pid=$!
+for _ in $(seq 100); do [ -s "$tmp/serve.url" ] && break; sleep 0.1; done
+url=$(head -1 "$tmp/serve.url")
+# before any read: GET /v1/hotkeys already names the declared post (from the topic, with its
+# source and expiry), and /v1/stats' hot set shows it as declared (no stage runs here)
+unread=
+for _ in $(seq 50); do # until the follower has caught up
+    curl -s "${url}v1/hotkeys" >"$tmp/hotkeys0.json"
+    curl -s "${url}v1/stats" >"$tmp/stats0.json"
+    if python3 -c '
+import json, sys
+doc = json.load(open(sys.argv[1]))
+rows = {r["post_id"]: r for r in doc["posts"]}
+r = rows["final"]
+assert r["source"] == "topic" and r["topic_source"] == "declared" and r["expires"] > r["since"]
+assert doc["topic_total"] == 1 and doc["total"] == 0  # nothing read-hot yet
+st = json.load(open(sys.argv[2]))
+d = [p for p in st["hot_set"] if p["post_id"] == "final"]
+assert len(d) == 1 and d[0]["source"] == "declared" and d[0]["likes_per_second"] is None
+' "$tmp/hotkeys0.json" "$tmp/stats0.json" 2>/dev/null; then unread=1; break; fi
+    sleep 0.2
+done
+if [ -n "$unread" ]; then
+    echo "ok   serve_lists_a_declared_post_before_its_first_read"
+else
+    echo "FAIL serve_lists_a_declared_post_before_its_first_read"
+    cat "$tmp/hotkeys0.json" "$tmp/stats0.json" "$tmp/serve.err"
+    fails=$((fails + 1))
+fi
+listed=
+for _ in $(seq 50); do # until the follower has caught up
+    curl -s "${url}v1/likes/final" "${url}v1/likes/cold" >/dev/null
+    curl -s "${url}v1/hotkeys" >"$tmp/hotkeys.json"
+    if python3 -c '
+import json, sys
+doc = json.load(open(sys.argv[1]))
+rows = {r["post_id"]: r for r in doc["posts"]}
+assert rows["final"]["source"] == "topic" and rows["final"]["ttl_ms"] == doc["hot_ttl_ms"] == 1000
+assert "cold" not in rows and doc["enter_rate"] == 200 and doc["leave_rate"] == 100
+' "$tmp/hotkeys.json" 2>/dev/null; then listed=1; break; fi
+    sleep 0.2
+done
+curl -s "${url}metrics" >"$tmp/serve.metrics"
+if [ -n "$listed" ] && grep -q '^hotcount_serve_hot_promotions_total{source="topic"} 1$' "$tmp/serve.metrics" &&
+    grep -q '^hotcount_serve_hot_posts 1$' "$tmp/serve.metrics"; then
+    echo "ok   serve_promotes_a_declared_post_up_front"
+else
+    echo "FAIL serve_promotes_a_declared_post_up_front"; cat "$tmp/hotkeys.json" "$tmp/serve.err"
+    fails=$((fails + 1))
+fi
+kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
+serve_pid=
 
 [ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
 echo "all passed"

@@ -207,7 +207,20 @@ for pid in "$s1" "$s2" "$sv"; do kill -TERM "$pid" 2>/dev/null; done
 for pid in "$s1" "$s2" "$sv"; do wait "$pid" 2>/dev/null; done
 grep -q 'timeouts' "$tmp/stage1.out" || { echo "FAIL: stage 1 never got to log its start"; cat "$tmp/stage1.out"; fails=$((fails + 1)); }
 
-# 5. the search: every output of every path
+# 5. the paths that succeed: a store that answers, and takes the password (a private
+# redis-server with requirepass on a free port, for a second or two; Debian's redis-server)
+rport=$(free_port)
+redis-server --bind 127.0.0.1 --port "$rport" --requirepass "$pw" --save '' --appendonly no \
+    >"$tmp/redis.log" 2>&1 &
+rs=$!
+for _ in $(seq 50); do redis-cli -p "$rport" ping 2>/dev/null | grep -q NOAUTH && break; sleep 0.1; done
+run redis_init_ok "$hc" init --no-topics -X "store=redis://:$pw@127.0.0.1:$rport/0"
+expect redis_init_ok 0
+run redis_get_ok "$hc" get p1 -X "store=redis://:$pw@127.0.0.1:$rport/0"
+expect redis_get_ok 0
+kill -TERM "$rs" 2>/dev/null; wait "$rs" 2>/dev/null
+
+# 6. the search: every output of every path
 outputs=$(ls "$tmp" | grep -v '\.status$' | grep -v '\.properties$' | grep -v '\.secret$' | wc -l)
 if leaks=$(grep -l -a -F -- "$pw" "$tmp"/* 2>/dev/null | grep -v '\.properties$' | grep -v '\.secret$'); then
     for f in $leaks; do

@@ -109,6 +109,8 @@ check users_transaction_timeout_counts 2 'flush\.ms=40000.*kafka\.producer\.tran
 check watchdog_below_longest_call_is_refused 2 'watchdog\.ms=3000.*longest blocking call' -- "$hc" stage2 --check-config -X watchdog.ms=3000
 check watchdog_off_is_fine 0 'configuration ok' -- "$hc" stage2 --check-config -X watchdog.ms=0
 check hot_key_thresholds_must_not_cross 2 'hotkeys\.leave\.rate.*hotkeys\.enter\.rate' -- "$hc" stage1 --check-config -X hotkeys.enter.rate=100 -X hotkeys.leave.rate=100
+check serve_hot_thresholds_must_not_cross 2 'serve\.hot\.leave\.rate.*serve\.hot\.enter\.rate' -- "$hc" serve -X serve.listen=127.0.0.1:0 -X serve.hot.enter.rate=100 -X serve.hot.leave.rate=100
+check serve_hot_ttl_not_below_serve_ttl 2 'serve\.hot\.ttl\.ms.*serve\.ttl\.ms' -- "$hc" serve -X serve.listen=127.0.0.1:0 -X serve.ttl.ms=500 -X serve.hot.ttl.ms=100
 check event_max_bytes_must_fit_the_producer 2 'event\.max\.bytes=1048576.*message\.max\.bytes' -- "$hc" stage1 --check-config -X event.max.bytes=1048576
 # No CONFWARN for what hotcount hands to a client: neither its own settings nor kafka.<prop>,
 # which goes only to the kind of client that reads it.

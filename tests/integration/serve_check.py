@@ -6,13 +6,17 @@
   serve_check.py check --hotcount H --config CFG --url URL --nostages-url URL --stages A,B
                        --ttl-ms T --max-ids N --top-max N --artifacts DIR
       every route, status code, header and body; coalescing; /v1/stats; the live page in
-      headless Chromium (screenshots kept in DIR)
+      headless Chromium (screenshots kept in DIR), on the real serve and on fixed /v1/stats
+      answers (the page fetched from the real serve)
+  serve_check.py page --html FILE --artifacts DIR
+      the fixture half alone, on a page file (web/live.html): no servers needed
 
 Exit 0 when every check holds; otherwise the failures are printed and the exit status is 1.
 """
 import argparse
 import html.parser
 import http.client
+import http.server
 import json
 import os
 import re
@@ -287,12 +291,16 @@ def check_stats(args, c, top_want):
 
 
 class Dom(html.parser.HTMLParser):
-    """The live page's numbers: elements with an id, and the rows of #top / #hot."""
+    """The live page's numbers: elements with an id, the rows of #top / #hot, and the hot-set
+    bars (.hot-post, each with the marks and bars inside it)."""
+
+    VOID = {"meta", "br", "img", "input", "link", "hr"}
 
     def __init__(self):
         super().__init__()
         self.by_id, self.rows, self.stack, self.table = {}, {"top": [], "hot": []}, [], None
         self.body = {}
+        self.hot_posts = []  # [{"attrs": ..., "inside": [(tag, attrs), ...]}]
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -302,13 +310,20 @@ class Dom(html.parser.HTMLParser):
             self.table = a.get("id")
         if tag == "tr" and "data-post-id" in a and self.table in self.rows:
             self.rows[self.table].append(a)
-        self.stack.append((tag, a.get("id"), []))
+        if self.hot_posts and any(t[3] for t in self.stack):
+            self.hot_posts[-1]["inside"].append((tag, a))
+        is_hot = "hot-post" in a.get("class", "").split()
+        if is_hot:
+            self.hot_posts.append({"attrs": a, "inside": []})
+        if tag in self.VOID:
+            return
+        self.stack.append((tag, a.get("id"), [], is_hot))
         if a.get("id"):
             self.by_id[a["id"]] = {"attrs": a, "text": ""}
 
     def handle_endtag(self, tag):
         while self.stack:
-            t, ident, parts = self.stack.pop()
+            t, ident, parts, _ = self.stack.pop()
             if ident:
                 self.by_id[ident]["text"] = "".join(parts).strip()
             if self.stack:
@@ -391,12 +406,168 @@ def check_page(args, c, name, url):
     return d
 
 
+def path_points(d):
+    """The points of an SVG path's d (M/L commands only, as the page draws)."""
+    return len(re.findall(r"[ML]\s*-?[0-9.]+\s+-?[0-9.]+", d or ""))
+
+
+def check_plot(name, d, hist, stage_absent=()):
+    """The two series drawn with one point per non-null history value, and the gap label the
+    ratio of their sums where both are known; an absent stage's series not drawn, and said."""
+    for ident, key, k in (("series-likes-in", "likes_in_per_s", 1),
+                          ("series-store-writes", "store_writes_per_s", 2)):
+        e = d.by_id.get(ident)
+        if not check(e is not None, f"{name}: no #{ident} in the plot"):
+            continue
+        want = 0 if k in stage_absent else sum(v is not None for v in hist[key])
+        got = int(e["attrs"].get("data-points", "-1"))
+        check(got == want and path_points(e["attrs"].get("d")) == want,
+              f"{name}: #{ident} has {got} points ({path_points(e['attrs'].get('d'))} in its "
+              f"path), /v1/stats history {want}")
+        if k in stage_absent:
+            note = d.by_id.get(f"stage{k}-note", {}).get("text", "")
+            check(f"stage {k} not configured" in note, f"{name}: stage {k} note {note!r}")
+            check("not configured" in d.by_id.get(ident + "-note", {}).get("text", ""),
+                  f"{name}: the plot does not say stage {k} is not configured")
+    gap = d.by_id.get("gap", {"attrs": {}, "text": ""})
+    pairs = [(a, b) for a, b in zip(hist["likes_in_per_s"], hist["store_writes_per_s"])
+             if a is not None and b is not None]
+    if stage_absent or not pairs or sum(b for _, b in pairs) == 0:
+        check(gap["attrs"].get("data-value") == "", f"{name}: gap {gap} without both series")
+        return None
+    want = sum(a for a, _ in pairs) / sum(b for _, b in pairs)
+    raw = gap["attrs"].get("data-value") or "nan"
+    m = re.match(r"^([0-9][0-9,]*(?:\.[0-9])?) likes per store write$", gap["text"])
+    check(abs(float(raw) - want) <= 1e-6 * want and m and
+          abs(float(m.group(1).replace(",", "")) - want) <= max(0.05, want * 0.005),
+          f"{name}: gap label {gap['text']!r} ({raw}), want {want:.2f} likes per store write")
+    return want
+
+
+def fixture_stats(stage1=True, hot=True):
+    """A /v1/stats answer: 5 minutes of history (likes about 100x the writes, a gap of nulls),
+    two hot-set members around the thresholds; or stage 1 absent."""
+    n = 300
+    likes = [None if 100 <= i < 110 else 2000.0 + 10 * (i % 7) for i in range(n)]
+    writes = [None if 100 <= i < 110 else 20.0 + (i % 3) for i in range(n)]
+    s = {"as_of": 1764600000000, "sample_age_ms": 300, "stages_up": 2,
+         "stages": [{"stage": 1, "up": True, "age_ms": 300},
+                    {"stage": 2, "up": True, "age_ms": 300}],
+         "events_in": 123456, "events_in_per_second": 2010.0, "store_writes": 1234,
+         "store_writes_per_second": 21.0, "events_stored": 123000,
+         "events_per_store_write": 99.7, "consumer_lag": 0,
+         "stage1_instances": 1, "stage2_instances": 1,
+         "hot_keys": [], "top": [], "hotkeys_enter_rate": 1000.0, "hotkeys_leave_rate": 500.0,
+         "hot_set": [], "history": {"step_ms": 1000, "rate_span_ms": 5000, "newest_age_ms": 300,
+                                    "likes_in_per_s": likes, "store_writes_per_s": writes}}
+    if hot:
+        s["hot_set"] = [
+            {"post_id": "<b>viral</b>", "likes_per_second": 1500.0, "source": "detected",
+             "state": "hot"},
+            {"post_id": "cooling-1", "likes_per_second": 320.0, "source": "detected",
+             "state": "cooling"},
+            # from topic.hotkeys: no stage measures it, so no rate and no bar
+            {"post_id": "final", "likes_per_second": None, "source": "declared",
+             "state": "hot", "until": 1796160779904}]
+    if not stage1:
+        s.update(stage1_instances=0, events_in=0, events_in_per_second=0.0,
+                 stages=s["stages"][1:], stages_up=1)
+        s["history"]["likes_in_per_s"] = [0.0] * n
+    return s
+
+
+def check_hot_set(name, d, s):
+    """One bar per member, in order, with its rate, source and both threshold marks."""
+    got = [p["attrs"].get("data-post-id") for p in d.hot_posts]
+    check(got == [p["post_id"] for p in s["hot_set"]], f"{name}: hot posts {got}")
+    for p, want in zip(d.hot_posts, s["hot_set"]):
+        a, inside = p["attrs"], p["inside"]
+        rate = want["likes_per_second"]
+        check((a.get("data-rate") == "null" if rate is None
+               else float(a.get("data-rate", "nan")) == rate) and
+              a.get("data-source") == want["source"] and a.get("data-state") == want["state"],
+              f"{name}: hot post {a}")
+        marks = {c.split()[-1]: float(t.get("data-value", "nan")) for tag, t in inside
+                 if tag == "line" and "mark" in (c := t.get("class", "")).split()}
+        check(marks == {"mark-enter": s["hotkeys_enter_rate"],
+                        "mark-leave": s["hotkeys_leave_rate"]},
+              f"{name}: {want['post_id']!r} threshold marks {marks}")
+        bars = [float(t.get("width", "nan")) for tag, t in inside
+                if tag == "rect" and t.get("class") == "rate"]
+        check(len(bars) == 1 and (bars[0] == 0 if rate is None else bars[0] > 0),
+              f"{name}: {want['post_id']!r} bar {bars}")
+        # the bar against the marks: the same scale, so a hot post's bar passes the enter mark
+        xs = {c.split()[-1]: float(t.get("x1", "nan")) for tag, t in inside
+              if tag == "line" and "mark" in (c := t.get("class", "")).split()}
+        if bars and len(xs) == 2 and rate is not None:
+            over_enter = rate >= s["hotkeys_enter_rate"]
+            check((bars[0] >= xs["mark-enter"]) == over_enter and xs["mark-leave"] <
+                  xs["mark-enter"], f"{name}: bar {bars[0]} vs marks {xs}")
+
+
+class FixtureServer:
+    """The page and one fixed /v1/stats answer on a loopback port of its own."""
+
+    def __init__(self, page):
+        self.page, self.stats = page, b"{}"
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's name
+                body, ctype = ((outer.page, "text/html; charset=utf-8") if self.path == "/" else
+                               (outer.stats, "application/json") if self.path == "/v1/stats"
+                               else (b'{"error":"not found"}', "application/json"))
+                self.send_response(200 if self.path in ("/", "/v1/stats") else 404)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def check_fixtures(page, artifacts):
+    """The page on fixed answers: the plot and its gap, the hot-set bars, a missing stage."""
+    srv = FixtureServer(page)
+    try:
+        s = fixture_stats()
+        srv.stats = json.dumps(s).encode()
+        d = chromium(srv.url, artifacts, "live-fixture")
+        if d:
+            check_plot("live-fixture", d, s["history"])
+            check_hot_set("live-fixture", d, s)
+        s = fixture_stats(stage1=False, hot=False)
+        srv.stats = json.dumps(s).encode()
+        d = chromium(srv.url, artifacts, "live-fixture-nostage1")
+        if d:
+            check_plot("live-fixture-nostage1", d, s["history"], stage_absent=(1,))
+            check(d.hot_posts == [], "live-fixture-nostage1: hot posts shown for an empty set")
+            note = d.by_id.get("hotset-note", {}).get("text", "")
+            check("no post is hot" in note, f"live-fixture-nostage1: hot-set note {note!r}")
+            note = d.by_id.get("events-in-note", {}).get("text", "")
+            check(note == "stage 1 not configured", f"events-in card note {note!r}")
+    finally:
+        srv.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("special-events")
     sp.add_argument("brokers")
     sp.add_argument("topic")
+    pg = sub.add_parser("page")
+    pg.add_argument("--html", required=True)
+    pg.add_argument("--artifacts", required=True)
     ck = sub.add_parser("check")
     for a in ("--hotcount", "--config", "--url", "--nostages-url", "--stages", "--artifacts"):
         ck.add_argument(a, required=True)
@@ -406,6 +577,11 @@ def main():
     if args.cmd == "special-events":
         special_events(args.brokers, args.topic)
         return 0
+    if args.cmd == "page":
+        with open(args.html, "rb") as f:
+            check_fixtures(f.read(), args.artifacts)
+        print(f"serve_check page: {len(failures)} failures")
+        return 1 if failures else 0
 
     c = Client(args.url)
     top_want = check_routes(args, c)
@@ -415,6 +591,17 @@ def main():
     if d:
         st = d.by_id.get("stages", {}).get("text", "")
         check(all(a + " up" in st for a in args.stages.split(",")), f"stages shown: {st!r}")
+        # the plot of this run: both stages configured, the stream within the last 5 minutes
+        for ident in ("series-likes-in", "series-store-writes"):
+            pts = int(d.by_id.get(ident, {"attrs": {}})["attrs"].get("data-points", "0"))
+            check(pts >= 2, f"live: #{ident} has {pts} points after the stream")
+        raw = d.by_id.get("gap", {"attrs": {}})["attrs"].get("data-value", "")
+        check(raw not in ("", None) and float(raw) > 1,
+              f"live: gap {d.by_id.get('gap')} (likes in per store write over the window)")
+    # the page the binary serves, on fixed answers
+    status, _, page = c.req("GET", "/")
+    if check(status == 200, f"GET /: {status}"):
+        check_fixtures(page, args.artifacts)
     # without stages: the store's top only
     c2 = Client(args.nostages_url)
     s2, _ = c2.json("/v1/stats")
@@ -424,6 +611,9 @@ def main():
     if d2:
         check("none configured" in d2.by_id.get("stages", {}).get("text", ""),
               "no stages: the page does not say so")
+        check("no stages configured" in d2.by_id.get("stage1-note", {}).get("text", "") and
+              d2.by_id.get("series-likes-in", {"attrs": {}})["attrs"].get("data-points") == "0",
+              "no stages: the plot does not say so")
 
     text = scrape(args.url)
     reqs = metric_values(text, "hotcount_serve_requests_total")

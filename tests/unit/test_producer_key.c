@@ -188,6 +188,61 @@ static void key_too_large_for_buffer_writes_nothing(void **state)
     hc_hotview_destroy(hv);
 }
 
+typedef struct listed {
+    int n;
+    int declared;
+    char last[16];
+} listed_t;
+
+static void list_one(void *opaque, const hc_hotkey_record_t *rec)
+{
+    listed_t *l = opaque;
+    l->n++;
+    l->declared += rec->source == HC_HOTKEY_DECLARED;
+    snprintf(l->last, sizeof(l->last), "%.*s", (int)rec->post_id_len, rec->post_id);
+}
+
+/* The listing names exactly the records that make a post hot now: cool, expired and
+ * not-yet-started ones are left out, a post hot by both sources is seen once per source, and
+ * `max` cuts the calls but not the count.
+ * mutant: listing every present record (cool and expired ones too) */
+static void listing_names_only_what_is_hot_now(void **state)
+{
+    (void)state;
+    hc_hotview_t *hv = hc_hotview_new(16);
+    char post[16];
+    for (int p = 0; p < 10; p++) {
+        snprintf(post, sizeof(post), "%d", p);
+        hc_hotkey_record_t rec = detected(post, p < 4); /* 0..3 hot, 4..9 cool */
+        assert_int_equal(hc_hotview_apply(hv, &rec), HC_OK);
+    }
+    hc_hotkey_record_t decl = detected("3", true); /* also declared: two records */
+    decl.source = HC_HOTKEY_DECLARED;
+    decl.expires_ms = T0 + 60000;
+    assert_int_equal(hc_hotview_apply(hv, &decl), HC_OK);
+    hc_hotkey_record_t over = detected("over", true); /* a declaration that has expired */
+    over.source = HC_HOTKEY_DECLARED;
+    over.expires_ms = T0 - 1;
+    assert_int_equal(hc_hotview_apply(hv, &over), HC_OK);
+    hc_hotkey_record_t later = detected("later", true); /* one that has not started */
+    later.source = HC_HOTKEY_DECLARED;
+    later.since_ms = T0 + 1000;
+    later.expires_ms = T0 + 60000;
+    assert_int_equal(hc_hotview_apply(hv, &later), HC_OK);
+
+    listed_t l = {0};
+    assert_int_equal(hc_hotview_each_hot(hv, T0, 100, list_one, &l), 5);
+    assert_int_equal(l.n, 5);
+    assert_int_equal(l.declared, 1);
+    listed_t cut = {0};
+    assert_int_equal(hc_hotview_each_hot(hv, T0, 2, list_one, &cut), 5);
+    assert_int_equal(cut.n, 2);
+    listed_t none = {0};
+    assert_int_equal(hc_hotview_each_hot(NULL, T0, 100, list_one, &none), 0);
+    assert_int_equal(none.n, 0);
+    hc_hotview_destroy(hv);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) {
@@ -201,6 +256,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(view_refuses_posts_past_its_bound),
         cmocka_unit_test(invalid_value_leaves_view_unchanged),
         cmocka_unit_test(key_too_large_for_buffer_writes_nothing),
+        cmocka_unit_test(listing_names_only_what_is_hot_now),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

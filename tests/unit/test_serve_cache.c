@@ -157,6 +157,28 @@ static void value_is_served_until_ttl_then_reloaded(void **state)
     hc_serve_cache_destroy(c);
 }
 
+/* The per-call TTL (read-hot promotion): a long one keeps an entry a short one would reload,
+ * and back on the short TTL an entry older than it is reloaded at once. */
+static void a_call_s_ttl_decides_freshness(void **state)
+{
+    (void)state;
+    fake_t f = {0};
+    hc_serve_cache_t *c = make(&f, 20, 100, counting_load);
+    void *v = NULL;
+    size_t len = 0;
+    int64_t at = 0;
+    char errstr[128];
+    assert_get(c, "p", "p#1");
+    atomic_store(&f.now_ms, 999); /* 999 ms old: fresh under a 1000 ms TTL */
+    assert_int_equal(hc_serve_cache_get_ttl(c, "p", 1, 1000, &v, &len, &at, errstr, sizeof(errstr)),
+                     HC_OK);
+    assert_string_equal(v, "p#1");
+    free(v);
+    assert_int_equal(atomic_load(&f.loads), 1);
+    assert_get(c, "p", "p#2"); /* the cache's own 20 ms: reloaded */
+    hc_serve_cache_destroy(c);
+}
+
 static void keys_expire_independently(void **state)
 {
     (void)state;
@@ -340,6 +362,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(value_is_served_until_ttl_then_reloaded),
+        cmocka_unit_test(a_call_s_ttl_decides_freshness),
         cmocka_unit_test(keys_expire_independently),
         cmocka_unit_test(failed_load_is_cached_for_ttl),
         cmocka_unit_test(size_is_bounded_by_lru_eviction),

@@ -32,6 +32,7 @@ static void routes_raw_uris(void **state)
     assert_string_equal(u.query, "ids=a");
     assert_int_equal(route("/v1/top"), HC_ROUTE_TOP);
     assert_int_equal(route("/v1/stats"), HC_ROUTE_STATS);
+    assert_int_equal(route("/v1/hotkeys"), HC_ROUTE_HOTKEYS);
     assert_int_equal(route("/"), HC_ROUTE_PAGE);
     assert_int_equal(route("/index.html"), HC_ROUTE_PAGE);
     assert_int_equal(route("/metrics"), HC_ROUTE_METRICS);

@@ -98,7 +98,8 @@ static void post_hot_only_globally_is_detected(void **state)
                                         {"hotkeys.dwell.ms", "60000"}};
     hc_stage2_env_start(&env, kv, sizeof(kv) / sizeof(kv[0]), 1);
     hc_stage2_env_ready(&env);
-    hc_metrics_t metrics = {0};
+    hc_metrics_t metrics; /* initialised: the hot set's per-post export needs its table */
+    assert_int_equal(hc_metrics_init(&metrics), HC_OK);
     hc_stage2_run_t run;
     hc_stage2_run_start(&run, &env.cfg, "hs", &metrics);
     for (int i = 0; i < 300 && hc_stage2_assigned(run.s2) < 1; i++) {
@@ -134,12 +135,27 @@ static void post_hot_only_globally_is_detected(void **state)
         sleep_ms(100);
     }
     int64_t hot_posts = hc_metric_get(metrics.hot_posts);
+    /* the member and the thresholds in the metrics, as serve's live page reads them; rendered
+     * with a long flush.ms so that the staleness cut (3 x flush.ms without a window) cannot hide
+     * it while the test reads the topic, and so that below only the withdrawal can */
+    char *text = NULL;
+    assert_true(hc_metrics_render(&metrics, hc_now_ms(), 60000, &text) > 0);
+    assert_non_null(strstr(text, "\nhotcount_hot_post_events_per_second{post_id=\"viral\","
+                                 "source=\"detected\"} "));
+    assert_null(strstr(text, "post_id=\"warm\",source")); /* never hot */
+    assert_non_null(strstr(text, "\nhotcount_hotkeys_enter_rate 1000\n"));
+    assert_non_null(strstr(text, "\nhotcount_hotkeys_leave_rate 500\n"));
+    free(text);
     hc_stage2_run_stop(&run);
     assert_int_equal(hc_metric_get(metrics.hotkey_to_hot), seen.viral_records);
     assert_int_equal(hc_metric_get(metrics.hotkey_to_cool), 0);
     hc_stage2_run_destroy(&run);
     assert_int_equal(hot_posts, 1);                        /* viral, never warm */
     assert_int_equal(hc_metric_get(metrics.hot_posts), 0); /* a stopped stage holds none */
+    assert_true(hc_metrics_render(&metrics, hc_now_ms(), 60000, &text) > 0);
+    assert_null(strstr(text, "post_id=\"viral\",source")); /* withdrawn with the stage */
+    free(text);
+    hc_metrics_fini(&metrics);
     for (int p = 0; p < STAGE1S; p++) {
         hc_hotkeys_destroy(local[p]);
     }

@@ -113,6 +113,17 @@ const hc_hotset_transition_t *hc_hotset_end(hc_hotset_t *hs, size_t *n);
 hc_hotset_state_t hc_hotset_state(const hc_hotset_t *hs, const char *post_id, size_t post_id_len);
 size_t hc_hotset_size(const hc_hotset_t *hs); /* members: HOT or COOLING */
 
+/* Member i (0 <= i < hc_hotset_size, in no particular order) after the last end: its id
+ * (borrowed, valid until the next end), state and the last closed window's rate. For the
+ * metrics. */
+typedef struct hc_hotset_member {
+    const char *post_id;
+    size_t post_id_len;
+    hc_hotset_state_t state;
+    double rate;
+} hc_hotset_member_t;
+hc_hotset_member_t hc_hotset_member(const hc_hotset_t *hs, size_t i);
+
 typedef struct hc_hotset_stats {
     int64_t to_hot;  /* TO_HOT transitions so far */
     int64_t to_cool; /* TO_COOL transitions so far (evictions included) */

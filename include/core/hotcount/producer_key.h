@@ -53,6 +53,15 @@ uint32_t hc_hotview_salts(const hc_hotview_t *hv, const char *post_id, size_t po
 
 /* Posts with at least one record, and records fed so far (valid ones). */
 size_t hc_hotview_posts(const hc_hotview_t *hv);
+
+/* Each record that makes its post hot at now_ms (hc_hotkey_record_is_hot), declared ones and
+ * detected ones alike (a post hot by both is seen twice, once per source), in table order; at
+ * most `max` calls. Returns how many such records there are, which may exceed `max` (the
+ * caller can say its list is cut). O(table size): for listings (an HTTP answer, a page), not
+ * for every key. hv NULL: none. */
+typedef void (*hc_hotview_each_fn)(void *opaque, const hc_hotkey_record_t *rec);
+size_t hc_hotview_each_hot(const hc_hotview_t *hv, int64_t now_ms, size_t max,
+                           hc_hotview_each_fn fn, void *opaque);
 int64_t hc_hotview_records(const hc_hotview_t *hv);
 
 /* The key: "<post_id>#<hc_salt(user_id, N)>" while the post is hot at now_ms, else

@@ -14,6 +14,7 @@ typedef struct hc_scraped_hotkey {
     char post_id[HC_POST_ID_MAX + 1]; /* label value unescaped, NUL-terminated */
     size_t post_id_len;
     double events_per_second;
+    char source[16]; /* the source label ("detected"), "" without one; a longer value is cut */
 } hc_scraped_hotkey_t;
 
 /* addr is "host:port". Fills up to max entries in the order served (the endpoint sorts them
@@ -30,6 +31,10 @@ hc_err_t hc_hotkeys_scrape(const char *addr, int timeout_ms, hc_scraped_hotkey_t
 hc_err_t hc_metrics_scrape_text(const char *addr, int timeout_ms, char **text, char *errstr,
                                 size_t errstr_size);
 size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max);
+/* The same for any family whose samples are family{post_id="..."[,source="..."]} rate, e.g.
+ * stage 2's hot set (hotcount_hot_post_events_per_second). */
+size_t hc_hotkeys_parse_family(const char *text, const char *family, hc_scraped_hotkey_t *out,
+                               size_t max);
 
 /* hc_metrics_scrape_text with a separate connect deadline: the connection must be up within
  * connect_ms and the whole answer in within total_ms of the call (DNS resolution of a host name

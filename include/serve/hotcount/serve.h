@@ -9,6 +9,9 @@
  *                            than serve.max.ids of them
  *   GET /v1/top?n=N          the N (default 10, 1..serve.top.max, else 400) largest counts as a
  *                            JSON array of the same objects, largest first
+ *   GET /v1/hotkeys          the read-hot posts (serve_hot.h), hottest first, at most 256:
+ *                            {"posts":[{post_id, rate, since, source, cooling, ttl_ms}],
+ *                            "total", and the thresholds}; never cached
  *   GET /v1/stats            the stages' metrics summed (serve_stats.h): the last good sample of
  *                            each, scraped by a background thread, never on a request; polled
  *                            by the page
@@ -23,13 +26,14 @@
  *
  * Freshness and HTTP caching: every count comes through an hc_serve_cache (serve_cache.h) with
  * TTL serve.ttl.ms and request coalescing, so each post costs at most one store read per TTL
- * however many readers ask. "as_of" is the wall-clock time at which that store read started: the
- * count was the store's at that moment or later. The 200 answers of /v1/likes and /v1/top carry
- * "Cache-Control: public, max-age=S, s-maxage=S" with S = the TTL rounded up to whole seconds,
- * at least 1 (HTTP has no finer unit, and max-age=0 would make a CDN revalidate every request,
- * which is what the TTL is there to prevent), and a weak ETag of the counts (not of as_of, which
- * changes with every store read even when the counts do not); If-None-Match with a matching tag
- * answers 304.
+ * however many readers ask; a read-hot post (read at serve.hot.enter.rate or more, or hot in
+ * topic.hotkeys) gets serve.hot.ttl.ms instead (serve_hot.h). "as_of" is the wall-clock time at
+ * which that store read started: the count was the store's at that moment or later. The 200 answers
+ * of /v1/likes and /v1/top carry "Cache-Control: public, max-age=S, s-maxage=S" with S = the TTL
+ * rounded up to whole seconds, at least 1 (HTTP has no finer unit, and max-age=0 would make a CDN
+ * revalidate every request, which is what the TTL is there to prevent), and a weak ETag of the
+ * counts (not of as_of, which changes with every store read even when the counts do not);
+ * If-None-Match with a matching tag answers 304.
  *
  * Threads: libmicrohttpd runs serve.threads worker threads (a thread pool, each with its own
  * epoll loop); handlers run on them concurrently. The store handle is not thread-safe (SQLite,
@@ -43,6 +47,8 @@
 
 #include "hotcount/config.h"
 #include "hotcount/err.h"
+#include "hotcount/producer_key.h"
+#include "hotcount/serve_hot.h"
 
 typedef struct hc_serve hc_serve_t;
 
@@ -52,6 +58,17 @@ typedef struct hc_serve hc_serve_t;
  * store URI; HC_ERR_TRANSIENT when the store is unreachable; HC_ERR_FATAL otherwise. */
 hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, size_t errstr_size);
 int hc_serve_port(const hc_serve_t *srv);
+/* The hot records of topic.hotkeys now (hc_hotview_each_hot's contract: at most max calls of
+ * fn, returns how many there are), for the listings: GET /v1/hotkeys names the topic's hot posts
+ * even before their first read, and GET /v1/stats' hot_set the declared ones, which no stage's
+ * metrics carry. */
+typedef size_t (*hc_serve_topic_list_fn)(void *opaque, size_t max, hc_hotview_each_fn fn,
+                                         void *fn_opaque);
+/* Promotes posts that is_hot says are hot in topic.hotkeys (serve_hot.h) and lists them with
+ * list; both NULL: no topic. Called from the HTTP threads: they must outlive the server or be
+ * unset first. */
+void hc_serve_set_topic(hc_serve_t *srv, hc_serve_hot_topic_fn is_hot, hc_serve_topic_list_fn list,
+                        void *opaque);
 /* Stops serving (waits for the worker threads), closes the store, frees. Accepts NULL. */
 void hc_serve_stop(hc_serve_t *srv);
 

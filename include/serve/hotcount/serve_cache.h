@@ -71,6 +71,14 @@ hc_err_t hc_serve_cache_get(hc_serve_cache_t *cache, const char *key, size_t key
                             size_t *value_len, int64_t *loaded_at, char *errstr,
                             size_t errstr_size);
 
+/* The same with this call's TTL (clock units, >= 1) instead of opts.ttl: an entry is fresh
+ * for this reader while now - (its load's start) < ttl. `hotcount serve` passes a read-hot
+ * post's longer TTL (serve_hot.h); a post demoted again gets the short one from its next read,
+ * so an entry loaded under the long TTL is reloaded at once when it is older than that. */
+hc_err_t hc_serve_cache_get_ttl(hc_serve_cache_t *cache, const char *key, size_t key_len,
+                                int64_t ttl, void **value, size_t *value_len, int64_t *loaded_at,
+                                char *errstr, size_t errstr_size);
+
 void hc_serve_cache_get_stats(hc_serve_cache_t *cache, hc_serve_cache_stats_t *stats);
 
 #endif

@@ -19,6 +19,7 @@ typedef enum hc_serve_route {
     HC_ROUTE_MANY,    /* /v1/likes?ids=... */
     HC_ROUTE_TOP,     /* /v1/top?n=N */
     HC_ROUTE_STATS,   /* /v1/stats */
+    HC_ROUTE_HOTKEYS, /* /v1/hotkeys */
     HC_ROUTE_PAGE,    /* / and /index.html */
     HC_ROUTE_METRICS, /* /metrics */
     HC_ROUTE_HEALTHZ, /* /healthz */

@@ -12,9 +12,23 @@
  *    "events_stored":N|null,                                  sum of hotcount_events_stored_total
  *    "events_per_store_write":R|null,                         events_stored / store_writes
  *    "consumer_lag":N|null,                                   sum of hotcount_consumer_lag
+ *    "stage1_instances":N|null, "stage2_instances":N|null,    sum of hotcount_stage_instances
+ *                                                             {stage=…}: 0 = no stage runs it
  *    "hot_keys":[{"post_id":…,"likes_per_second":R}],         stage 1's detectors, summed per post
+ *    "hotkeys_enter_rate":R|null, "hotkeys_leave_rate":R|null, stage 2's thresholds
+ *    "hot_set":[{"post_id":…,"likes_per_second":R,            stage 2's hot-set members,
+ *                "source":"detected"|null,                    hottest first, from
+ *                "state":"hot"|"cooling"|null}],              hotcount_hot_post_events_per_second
+ *                                                             (state null: no leave rate)
+ *    "history":{"step_ms":N,"rate_span_ms":N,"newest_age_ms":N|null,
+ *               "likes_in_per_s":[R|null…],"store_writes_per_s":[R|null…]},
  *    "top":[{"post_id":…,"likes":N,"likes_per_second":R|null}]}  the store's top, rates from the
  *                                                             previous render
+ * history: one point per refresh tick (step_ms), oldest first, at most 300 (5 min at 1 s) in a
+ * ring: each the rate of the summed hotcount_events_total / hotcount_store_keys_written_total
+ * over the rate_span_ms before it (5 ticks), from counter growth (a counter that went down is a
+ * restarted stage: its new value is all growth); null where a tick has no sample or a stage that
+ * reports the family did not answer. Kept here, so a reloaded page has it at once.
  * A field is null when no stage has answered with it (no stages configured: only "top" is
  * filled). A stage that stops answering keeps its last good sample (its age_ms grows); rates are
  * per stage between its last two good samples, summed. Scraped values are trusted only as
@@ -32,6 +46,7 @@
 #include <stdint.h>
 
 #include "hotcount/err.h"
+#include "hotcount/hotset.h"
 #include "hotcount/store.h"
 
 typedef struct hc_serve_stats hc_serve_stats_t;
@@ -46,12 +61,21 @@ hc_err_t hc_serve_stats_start(hc_serve_stats_t *stats, int interval_ms, char *er
                               size_t errstr_size);
 /* One scrape of every stage, blocking (the refresher's body; tests call it directly). */
 void hc_serve_stats_refresh(hc_serve_stats_t *stats);
+/* refresh's two halves, for tests: one stage's scrape (text its /metrics body, or NULL when the
+ * scrape failed, then error says why) at now_ms, and the end of a round, which adds the history
+ * point of refresh tick `tick` (ticks only go forward: an older or equal tick is ignored). */
+void hc_serve_stats_ingest(hc_serve_stats_t *stats, size_t stage, const char *text,
+                           const char *error, int64_t now_ms);
+void hc_serve_stats_tick(hc_serve_stats_t *stats, int64_t tick, int64_t now_ms);
 void hc_serve_stats_destroy(hc_serve_stats_t *stats); /* accepts NULL; stops the refresher */
 
 /* The JSON above as a malloc'ed NUL-terminated string (NULL when out of memory). top: the
- * store's top rows (borrowed), mono_ms the hc_now_ms clock, wall_ms for as_of. No I/O. */
+ * store's top rows (borrowed), mono_ms the hc_now_ms clock, wall_ms for as_of. topic: hot
+ * records of topic.hotkeys (borrowed; NULL/0: none): its declared posts join hot_set with source
+ * "declared" (no stage's metrics name them), after the detected ones and once per post. No I/O. */
 char *hc_serve_stats_render(hc_serve_stats_t *stats, const hc_store_row_t *top, size_t top_count,
-                            int64_t mono_ms, int64_t wall_ms);
+                            const hc_hotkey_record_t *topic, size_t topic_count, int64_t mono_ms,
+                            int64_t wall_ms);
 
 /* v clamped to [-9.2e18, 9.2e18], so that it converts to int64. */
 double hc_serve_stats_clamp(double v);
