@@ -22,7 +22,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import report  # noqa: E402
 
 # Run order inside one round; scenarios found in bench/scenarios/ but not listed run last.
-ORDER = ["hotpath", "floor", "naive", "store_writes", "memory", "scaling", "streams", "latency"]
+ORDER = ["hotpath", "floor", "naive", "store_writes", "memory", "scaling", "streams", "flink",
+         "latency", "adaptive"]
 # Which loaded topics each scenario reads (the others make their own).
 NEEDS = {
     "hotpath": [],
@@ -32,7 +33,9 @@ NEEDS = {
     "memory": ["uniform*"],
     "scaling": ["zipf0.99x3"],
     "streams": ["zipf0.99"],
+    "flink": ["zipf0.99"],
     "latency": [],
+    "adaptive": ["zipf0.99", "zipf1.2"],
 }
 
 

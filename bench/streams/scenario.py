@@ -23,32 +23,34 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 CACHE = os.environ.get("HC_CACHE_DIR") or os.path.expanduser("~/.cache/hotcount")
 
 
-def build_jar():
-    """Builds the topology once per content of pom.xml and the sources; returns the class path."""
+def build_jar(src=HERE, cache="streams-bench", jar_name="hotcount-streams-bench.jar",
+              what="streams"):
+    """Builds the Maven project in src once per content of pom.xml and the sources into
+    CACHE/cache/<hash>; returns the class path. bench/flink reuses it for its job."""
     h = hashlib.sha256()
-    for root, _, files in sorted(os.walk(HERE)):
+    for root, _, files in sorted(os.walk(src)):
         for name in sorted(files):
             if name == "pom.xml" or name.endswith(".java"):
                 path = os.path.join(root, name)
-                h.update(os.path.relpath(path, HERE).encode() + b"\0")
+                h.update(os.path.relpath(path, src).encode() + b"\0")
                 with open(path, "rb") as f:
                     h.update(f.read())
-    out = os.path.join(CACHE, "streams-bench", h.hexdigest()[:16])
-    jar = os.path.join(out, "hotcount-streams-bench.jar")
+    out = os.path.join(CACHE, cache, h.hexdigest()[:16])
+    jar = os.path.join(out, jar_name)
     if not os.path.exists(os.path.join(out, "ok")):
         # build beside it and rename: a concurrent run never sees a half-built directory
         tmp = f"{out}.tmp-{os.getpid()}"
-        log(f"streams: building the topology into {out} (Maven, once)")
+        log(f"{what}: building the job into {out} (Maven, once)")
         t0 = time.monotonic()
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
         mvn_log = os.path.join(tmp, "mvn.log")
         with open(mvn_log, "w") as f:
-            r = subprocess.run(["mvn", "-q", "-B", "-f", os.path.join(HERE, "pom.xml"),
+            r = subprocess.run(["mvn", "-q", "-B", "-f", os.path.join(src, "pom.xml"),
                                 f"-Dhc.build.dir={tmp}", "package",
                                 "dependency:copy-dependencies"], stdout=f, stderr=f)
         if r.returncode != 0 or not os.path.exists(os.path.join(tmp, os.path.basename(jar))):
-            sys.exit(f"streams: Maven build failed (log: {mvn_log})\n"
+            sys.exit(f"{what}: Maven build failed (log: {mvn_log})\n"
                      + open(mvn_log).read()[-3000:])
         open(os.path.join(tmp, "ok"), "w").close()
         try:
@@ -59,7 +61,7 @@ def build_jar():
                 os.rename(tmp, out)
             else:
                 shutil.rmtree(tmp, ignore_errors=True)
-        log(f"streams: built in {time.monotonic() - t0:.1f} s")
+        log(f"{what}: built in {time.monotonic() - t0:.1f} s")
     return f"{jar}:{os.path.join(out, 'libs', '*')}"
 
 
