@@ -81,8 +81,10 @@ check() {
     run_waiting python3 "$here/tiling.py" --brokers "$HC_TEST_BROKERS" --raw "f$run.raw" \
         --manifest "f$run.manifest" --partials "f$run.partials" >"$work/tiling.log" || exact=''
     tiling=$(head -n 1 "$work/tiling.log" | sed 's/^tiling: \([A-Za-z]*\).*/\1/')
+    # the first 40 lines; sed reads to the end (head would leave the pipe's writers a SIGPIPE,
+    # status 141 under pipefail, once the checks print more than 40 lines)
     cat "$work/verify.log" "$work/oracle.log" "$work/tally.log" "$work/tiling.log" |
-        grep -v '^recounted' | sed 's/^/  /' | head -n 40
+        grep -v '^recounted' | sed -n 's/^/  /; 1,40p'
     say "check $name: verify ${verify%% (*}, oracle $oracle, tally ${tally:-no verdict}, tiling ${tiling:-no verdict}"
     # the run's namespace and logs go unless its outcome was a surprise
     if { [ -n "$exact" ] && [ "$expect" = exact ]; } || { [ -z "$exact" ] && [ "$expect" = inexact ]; }; then
