@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hotcount/clock.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 
@@ -33,9 +34,54 @@ static size_t topic_specs(const hc_config_t *cfg, topic_spec_t specs[MAX_TOPICS]
     return n;
 }
 
+/* Whether the broker's metadata lists every topic of specs with partitions and no error. All
+ * topics are asked for, not the ones named: naming a topic that is missing could create it on a
+ * broker that creates topics on use. */
+static bool all_listed(rd_kafka_t *rk, const topic_spec_t *specs, size_t n, int timeout_ms)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    if (rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return false;
+    }
+    size_t listed = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (int t = 0; t < md->topic_cnt; t++) {
+            const rd_kafka_metadata_topic_t *mt = &md->topics[t];
+            if (strcmp(mt->topic, specs[i].name) == 0 && !mt->err && mt->partition_cnt > 0) {
+                listed++;
+                break;
+            }
+        }
+    }
+    rd_kafka_metadata_destroy(md);
+    return listed == n;
+}
+
+/* CreateTopics returns once the controller has the topics; a broker's metadata may show them a
+ * moment later (KRaft brokers apply the controller's log asynchronously), and a command run
+ * right after init (a stage, a producer, a script's topic listing) must find them. */
+static hc_err_t wait_listed(rd_kafka_t *rk, const topic_spec_t *specs, size_t n,
+                            int64_t deadline_ms, char *errstr, size_t errstr_size)
+{
+    for (;;) {
+        int64_t left = deadline_ms - hc_now_ms();
+        if (all_listed(rk, specs, n, left < 1000 ? (left > 100 ? (int)left : 100) : 1000)) {
+            return HC_OK;
+        }
+        if (hc_now_ms() >= deadline_ms) {
+            hc_errstr_set(errstr, errstr_size,
+                          "the topics were created but the broker's metadata does not list them "
+                          "all yet");
+            return HC_ERR_TRANSIENT;
+        }
+        hc_sleep_ms(100);
+    }
+}
+
 hc_err_t hc_admin_create_topics(const hc_config_t *cfg, int timeout_ms, char *errstr,
                                 size_t errstr_size)
 {
+    int64_t deadline_ms = hc_now_ms() + timeout_ms;
     rd_kafka_t *rk = hc_kafka_new(cfg, HC_KAFKA_ROLE_ADMIN, NULL, errstr, errstr_size);
     if (!rk) {
         return HC_ERR_INVALID;
@@ -94,6 +140,9 @@ hc_err_t hc_admin_create_topics(const hc_config_t *cfg, int timeout_ms, char *er
     }
     rd_kafka_AdminOptions_destroy(aopts);
     rd_kafka_queue_destroy(q);
+    if (err == HC_OK) {
+        err = wait_listed(rk, specs, n, deadline_ms, errstr, errstr_size);
+    }
 done:
     for (size_t i = 0; i < n; i++) {
         if (topics[i]) {

@@ -12,8 +12,10 @@
 /* Creates topic.raw, topic.partials, topic.dlq and, when set, topic.counts (compacted),
  * topic.manifest and topic.hotkeys (compacted) with the configured partitions and replication
  * factor. A topic that exists already is left as it is (reported through the log if its
- * partition count differs).
- * HC_ERR_TRANSIENT when the cluster cannot be reached within timeout_ms. */
+ * partition count differs). Returns once the broker's metadata lists every one of them, so that
+ * what runs next finds them.
+ * HC_ERR_TRANSIENT when the cluster cannot be reached, or does not list the topics, within
+ * timeout_ms. */
 hc_err_t hc_admin_create_topics(const hc_config_t *cfg, int timeout_ms, char *errstr,
                                 size_t errstr_size);
 
