@@ -1195,8 +1195,8 @@ static hc_partial_reason_t decode_record(hc_stage2_t *s2, const rd_kafka_message
 static bool has_room(const hc_stage2_t *s2, size_t n)
 {
     size_t count = hc_table_count(s2->tbl);
-    if (count == 0) {
-        return true;
+    if (count == 0 || count + n <= (size_t)s2->cfg->max_keys) {
+        return true; /* fits even if every post is new: no lookups (the usual case) */
     }
     size_t fresh = 0;
     for (size_t i = 0; i < n; i++) {
