@@ -73,14 +73,16 @@ static hc_err_t commit(replay_t *r)
         }
     }
     rd_kafka_consumer_group_metadata_t *cgmd = rd_kafka_consumer_group_metadata_new(r->opts->group);
-    err = hc_kafka_error_take(
+    err = hc_kafka_txn_error_take(
+        r->producer,
         rd_kafka_send_offsets_to_transaction(r->producer, offsets, cgmd, (int)r->txn_ms), r->errstr,
         r->errstr_size);
     rd_kafka_consumer_group_metadata_destroy(cgmd);
     rd_kafka_topic_partition_list_destroy(offsets);
     if (err == HC_OK) {
-        err = hc_kafka_error_take(rd_kafka_commit_transaction(r->producer, (int)r->txn_ms),
-                                  r->errstr, r->errstr_size);
+        err = hc_kafka_txn_error_take(r->producer,
+                                      rd_kafka_commit_transaction(r->producer, (int)r->txn_ms),
+                                      r->errstr, r->errstr_size);
     }
     if (err == HC_OK) {
         r->txn_open = false;

@@ -765,6 +765,16 @@ hc_err_t hc_kafka_error_take(rd_kafka_error_t *error, char *errstr, size_t errst
     return err;
 }
 
+hc_err_t hc_kafka_txn_error_take(rd_kafka_t *producer, rd_kafka_error_t *error, char *errstr,
+                                 size_t errstr_size)
+{
+    hc_err_t err = hc_kafka_error_take(error, errstr, errstr_size);
+    if (err == HC_ERR_ABORT && hc_kafka_fatal_check(producer, errstr, errstr_size) != HC_OK) {
+        return HC_ERR_FATAL;
+    }
+    return err;
+}
+
 bool hc_kafka_may_reassign(rd_kafka_t *rk)
 {
     return !rd_kafka_assignment_lost(rk);

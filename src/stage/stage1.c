@@ -486,14 +486,7 @@ static hc_err_t txn_call(hc_stage1_t *s1, txn_call_t call,
         } else {
             error = rd_kafka_abort_transaction(s1->producer, timeout);
         }
-        hc_err_t err = hc_kafka_error_take(error, errstr, errstr_size);
-        /* A fenced producer's failed produce may reach the commit as an abortable "message(s)
-         * failed" before librdkafka raises its fatal error: asked again, the producer says
-         * fatal, and a fatal producer can abort nothing (the abort would fail the same way). */
-        if (err == HC_ERR_ABORT &&
-            hc_kafka_fatal_check(s1->producer, errstr, errstr_size) != HC_OK) {
-            return HC_ERR_FATAL;
-        }
+        hc_err_t err = hc_kafka_txn_error_take(s1->producer, error, errstr, errstr_size);
         if (err != HC_ERR_TRANSIENT || hc_now_ms() >= give_up_at) {
             return err;
         }

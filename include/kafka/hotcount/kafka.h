@@ -76,6 +76,13 @@ hc_err_t hc_kafka_check_overrides(const hc_config_t *cfg, char *errstr, size_t e
  * HC_ERR_FATAL. */
 hc_err_t hc_kafka_error_take(rd_kafka_error_t *error, char *errstr, size_t errstr_size);
 
+/* hc_kafka_error_take for a transactional producer's call: an abortable error while the
+ * producer has a fatal error is HC_ERR_FATAL. A fenced producer's failed produce can reach a
+ * commit as abortable ("message(s) failed") before librdkafka raises its fatal error, and a
+ * fatal producer can abort nothing. */
+hc_err_t hc_kafka_txn_error_take(rd_kafka_t *producer, rd_kafka_error_t *error, char *errstr,
+                                 size_t errstr_size);
+
 /* rd_kafka_fatal_error() as an hc_err_t: HC_ERR_FATAL with the reason, or HC_OK. */
 hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size);
 
