@@ -286,6 +286,23 @@ wait_listening() { # pid port
     fail "pid $1 does not listen on port $2 after 60 s"
 }
 
+# Waits until process PID runs the binary EXE and catches SIGTERM (bit 15 of SigCgt in
+# /proc/PID/status): from then on a SIGTERM reaches hotcount's own handler. Before it, between
+# fork, exec and main, the default action ends the process (status 143) with nothing opened.
+# Status 1 when PID exits first; fails after 30 s.
+wait_catching_term() { # pid exe
+    local mask limit=$(($(date +%s) + 30))
+    while [ "$(date +%s)" -le "$limit" ]; do
+        ours "$1" || return 1
+        if [ "$(readlink "/proc/$1/exe" 2>/dev/null)" = "$2" ]; then
+            mask=$(awk '$1 == "SigCgt:" { print $2 }' "/proc/$1/status" 2>/dev/null)
+            if [ -n "$mask" ] && (((16#$mask >> 14) & 1)); then return 0; fi
+        fi
+        sleep 0.002
+    done
+    fail "pid $1 does not catch SIGTERM 30 s after its start"
+}
+
 stop_stage() { # instance-id: SIGTERM; it must exit 0
     local pid=${pid_of[$1]}
     kill -TERM "$pid"

@@ -4,8 +4,8 @@
 #
 #   stop_at_start.sh HOTCOUNT [STAGES] [DELAYS]
 #
-# STAGES "stage1 stage2" by default; DELAYS (milliseconds after the process started) "0 50 100
-# 200 500 1000 2000" by default. For each stage one member of its group (the blocker) joins and
+# STAGES "stage1 stage2" by default; DELAYS (milliseconds after the process catches SIGTERM)
+# "0 50 100 200 500 1000 2000" by default. For each stage one member of its group (the blocker) joins and
 # takes every partition, then is SIGSTOPped: under the classic protocol the broker then holds the
 # next member's JoinGroup until the blocker's session ends (45 s here), so the stage under test
 # is stopped with its join in flight, as a rolling restart beside a stuck replica would see it.
@@ -13,10 +13,12 @@
 # anew, so its session is fresh. Under HC_GROUP_PROTOCOL=consumer the broker times the blocker's
 # session (6 s) and nothing blocks the join; the stop is still timed.
 #
-# Each attempt starts `hotcount STAGE`, sends SIGTERM after the delay, and must see it exit 0
-# within HC_STOP_BOUND_MS (default 15000: the stage loop's 5 s consumer-close bound, CLOSE_MS in
-# src/stage/stage_loop.c, plus the other steps of a stop and a loaded machine's margin). The
-# blocker's session (45 s) is far above the bound, so a close that waits for the join fails.
+# Each attempt starts `hotcount STAGE`, waits until it catches SIGTERM (its handler is installed
+# right after the command line is read; /proc/PID/status shows it), sends SIGTERM after the
+# delay counted from there, and must see it exit 0 within HC_STOP_BOUND_MS (default 15000: the
+# stage loop's 5 s consumer-close bound, CLOSE_MS in src/stage/stage_loop.c, plus the other steps
+# of a stop and a loaded machine's margin). The blocker's session (45 s) is far above the bound,
+# so a close that waits for the join fails.
 # Last line: stop_at_start: N stops, slowest S ms (bound B ms)
 #
 # Environment: HC_STOP_BOUND_MS, HC_GROUP_PROTOCOL, HC_GROUP_STATIC, HC_FAULT_TIMEOUT (default
@@ -58,12 +60,15 @@ for st in "${stages[@]}"; do
         id=t-$st-$d
         log=$work/$id.log
         [ "$st" != stage1 ] || txn_record stage1 "g$run-stage1" "$id" # for txn_ids.sh
-        started=$(date +%s%3N)
         "$hc" "$st" "${cfg[@]}" -X instance.id="$id" -X metrics.listen= -X log.level=info \
             -X log.format=json 2>"$log" &
         pid=$!
         live[$pid]="$st $id"
         log_of[$id]=$log
+        # "its start" is the moment hotcount catches SIGTERM: a signal sent sooner, while the
+        # loader still runs, meets the default action (status 143) before any code of ours
+        wait_catching_term "$pid" "$hc" || { reap "$pid"; fail "$id exited $status before it caught SIGTERM"; }
+        started=$(date +%s%3N)
         # the delay is the point of the test: where in its start-up the stage is stopped
         sleep "$(printf '%d.%03d' $((d / 1000)) $((d % 1000)))"
         sent=$(date +%s%3N)
