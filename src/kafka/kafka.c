@@ -765,6 +765,21 @@ hc_err_t hc_kafka_error_take(rd_kafka_error_t *error, char *errstr, size_t errst
     return err;
 }
 
+int64_t hc_kafka_max_message_bytes(rd_kafka_t *rk)
+{
+    char buf[32];
+    size_t size = sizeof(buf);
+    char *end;
+    long long v;
+
+    if (rd_kafka_conf_get(rd_kafka_conf(rk), "message.max.bytes", buf, &size) !=
+        RD_KAFKA_CONF_OK) {
+        return 1000000; /* librdkafka's default; the property always exists */
+    }
+    v = strtoll(buf, &end, 10);
+    return end == buf || v <= 0 ? 1000000 : (int64_t)v;
+}
+
 hc_err_t hc_kafka_txn_error_take(rd_kafka_t *producer, rd_kafka_error_t *error, char *errstr,
                                  size_t errstr_size)
 {

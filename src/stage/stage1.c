@@ -48,6 +48,10 @@
  * and the headers it stays within the 4096 bytes that the configuration check keeps free
  * beside event.max.bytes in message.max.bytes. */
 #define DLQ_KEY_MAX 1024
+/* What a produced record takes beside its key, value and headers' bytes: librdkafka counts the
+ * record's framing (length, attributes, varints: well under 100 bytes) against
+ * message.max.bytes; kept generous. */
+#define PACK_RECORD_FRAMING 256
 /* A replayed record's mark (hotcount-replayed-from: "<dlq topic>/<partition>/<offset>") is
  * copied into its dead letter up to this many bytes; with DLQ_KEY_MAX and the other headers
  * still within those 4096 bytes. */
@@ -653,6 +657,14 @@ static hc_err_t produce_packed(hc_stage1_t *s1, int64_t closed_at, size_t hdr_le
             s1->pack_ents[start[s1->pack_of[i]]++] = hc_table_entry(s1->tbl, i);
         }
     }
+    /* A record must fit what the producer may send (else MSG_SIZE_TOO_LARGE stops the stage):
+     * its message.max.bytes less what each record carries beside its value, the key (at most
+     * sizeof(key) below), the hotcount-window header and the record's framing. Kafka's default
+     * (about 1 MB) leaves HC_PACK_MAX_BYTES; a smaller setting makes more, smaller records. */
+    char key[sizeof(s1->txn_id) + 64];
+    int64_t room = hc_kafka_max_message_bytes(s1->producer) - (int64_t)sizeof(key) -
+                   (int64_t)hdr_len - (int64_t)strlen(HC_SOURCE_HEADER) - PACK_RECORD_FRAMING;
+    size_t limit = room <= 0 ? 0 : room < (int64_t)HC_PACK_MAX_BYTES ? (size_t)room : HC_PACK_MAX_BYTES;
     /* start[p] is now partition p's end, which is p + 1's first slot */
     size_t first = 0;
     for (int32_t p = 0; p < parts && err == HC_OK; p++) {
@@ -662,12 +674,15 @@ static hc_err_t produce_packed(hc_stage1_t *s1, int64_t closed_at, size_t hdr_le
         hc_pack_sort(group, left);
         for (int64_t k = 0; left > 0 && err == HC_OK; k++) {
             size_t taken = 0;
-            size_t len = hc_pack_encode(group, left, &taken, s1->pack_buf, HC_PACK_MAX_BYTES);
+            size_t len = hc_pack_encode(group, left, &taken, s1->pack_buf, limit);
             if (len == 0) {
-                hc_errstr_set(errstr, errstr_size, "packed partial: no entry fits");
+                hc_errstr_set(errstr, errstr_size,
+                              "packed partial: a post does not fit in %zu bytes, the "
+                              "producer's message.max.bytes (%" PRId64 ") less the record's key "
+                              "and headers; raise kafka.producer.message.max.bytes",
+                              limit, hc_kafka_max_message_bytes(s1->producer));
                 return HC_ERR_FATAL;
             }
-            char key[sizeof(s1->txn_id) + 64];
             int key_len = snprintf(key, sizeof(key), "%s/%" PRId64 "/%" PRId32 "/%" PRId64,
                                    s1->txn_id, s1->window_seq, p, k);
             rd_kafka_headers_t *hdrs = NULL;

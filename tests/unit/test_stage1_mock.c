@@ -656,7 +656,7 @@ static hc_err_t on_partial(const rd_kafka_message_t *rkm, void *opaque)
 }
 
 static void read_topic(fixture_t *f, const char *topic, int partitions, hc_topic_message_fn fn,
-                       read_out_t *out)
+                       void *out)
 {
     char errstr[512];
     rd_kafka_t *rk = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_READER, NULL, errstr, sizeof(errstr));
@@ -772,6 +772,104 @@ static void poison_messages_in_single_partials(void **state)
     poison_run(state, "single");
 }
 
+/* ---- a producer limit below a packed record's 256 KiB -------------------------------------- */
+
+#define SMALL_MMB 9000 /* kafka.producer.message.max.bytes: event.max.bytes (4096) + 4096 + 808 */
+#define WIDE_POSTS 1000
+
+typedef struct small_out {
+    int records;
+    int64_t likes; /* summed deltas of the "q..." posts */
+    int posts;     /* their entries */
+    size_t largest; /* value + key + headers' bytes of the largest record */
+} small_out_t;
+
+static hc_err_t on_small_record(const rd_kafka_message_t *rkm, void *opaque)
+{
+    static hc_pack_entry_t ents[HC_PACK_MAX_POSTS];
+    small_out_t *out = opaque;
+    char errstr[256];
+    size_t n = 0;
+    size_t hdr_bytes = 0;
+    rd_kafka_headers_t *hdrs = NULL;
+    const char *name;
+    const void *v;
+    size_t len;
+    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &v, &len) ==
+                           RD_KAFKA_RESP_ERR_NO_ERROR;
+             i++) {
+            hdr_bytes += strlen(name) + len;
+        }
+    }
+    size_t bytes = rkm->len + rkm->key_len + hdr_bytes;
+    out->largest = bytes > out->largest ? bytes : out->largest;
+    out->records++;
+    assert_true(hc_pack_is_packed(rkm->payload, rkm->len));
+    assert_int_equal(hc_pack_decode(rkm->payload, rkm->len, ents, &n, errstr, sizeof(errstr)),
+                     HC_PARTIAL_OK);
+    for (size_t e = 0; e < n; e++) {
+        if (ents[e].post_id_len > 0 && ents[e].post_id[0] == 'q') {
+            out->likes += ents[e].delta;
+            out->posts++;
+        }
+    }
+    return HC_OK;
+}
+
+/* kafka.producer.message.max.bytes below HC_PACK_MAX_BYTES (a setting the configuration check
+ * accepts): a window whose posts need 35 KB of packed records per partition is written as
+ * records the producer may send, each post once, and the stage keeps running.
+ * Mutant caught: produce_packed encoding up to HC_PACK_MAX_BYTES whatever the producer's limit
+ * (MSG_SIZE_TOO_LARGE: the window FAILED and the run returns HC_ERR_FATAL). */
+static void small_message_max_bytes_makes_smaller_records(void **state)
+{
+    fixture_t *f = *state;
+    char errstr[512];
+    rd_kafka_t *rk = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_PRODUCER, NULL, errstr, sizeof(errstr));
+    assert_non_null(rk);
+    for (int i = 0; i < WIDE_POSTS; i++) {
+        char post[80], ev[160];
+        snprintf(post, sizeof(post), "q%04d-%s", i,
+                 "wide-post-id-wide-post-id-wide-post-id-wide-post-id-wide");
+        int len = snprintf(ev, sizeof(ev), "{\"post_id\":\"%s\",\"op\":\"like\"}", post);
+        assert_int_equal(
+            rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(f->cfg.topic_raw),
+                              RD_KAFKA_V_KEY(post, strlen(post)), RD_KAFKA_V_VALUE(ev, (size_t)len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+    assert_int_equal(rd_kafka_flush(rk, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+    char mmb[16];
+    snprintf(mmb, sizeof(mmb), "%d", SMALL_MMB);
+    set(f, "kafka.producer.message.max.bytes", mmb);
+    /* one window for all of it, so each partition's posts need several records */
+    set(f, "flush.ms", "2000");
+    assert_int_equal(hc_config_validate(&f->cfg, errstr, sizeof(errstr)), HC_OK);
+
+    start(f);
+    bool committed = wait_committed(f, EVENTS + WIDE_POSTS);
+    finish(f);
+    if (!committed || f->run_err != HC_OK) {
+        print_steps(f);
+        print_message("run: %s\n", f->run_errstr);
+    }
+    assert_true(committed);
+    assert_int_equal(f->run_err, HC_OK);
+    assert_int_equal(count_entered(f, HC_STAGE1_FAILED), 0);
+    assert_int_equal(hc_metric_get(f->metrics.txn_abort), 0);
+
+    small_out_t out = {0};
+    read_topic(f, f->cfg.topic_partials, (int)f->cfg.topic_partials_partitions, on_small_record,
+               &out);
+    assert_int_equal(out.posts, WIDE_POSTS);
+    assert_int_equal(out.likes, WIDE_POSTS);
+    assert_true(out.largest <= SMALL_MMB);
+    /* about 35 KB per partition: at least 4 records each on the 2 partitions */
+    assert_true(out.records >= 8);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -794,6 +892,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(poison_messages_in_single_partials, setup, teardown),
         cmocka_unit_test_setup_teardown(poison_messages_are_counted_or_dead_lettered, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(small_message_max_bytes_makes_smaller_records, setup,
                                         teardown),
     };
     if (getenv("HC_TEST_FILTER")) {

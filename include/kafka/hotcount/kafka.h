@@ -83,6 +83,12 @@ hc_err_t hc_kafka_error_take(rd_kafka_error_t *error, char *errstr, size_t errst
 hc_err_t hc_kafka_txn_error_take(rd_kafka_t *producer, rd_kafka_error_t *error, char *errstr,
                                  size_t errstr_size);
 
+/* The largest message the client will send: its message.max.bytes as librdkafka applies it
+ * (kafka.message.max.bytes, kafka.producer.message.max.bytes or librdkafka's default). A
+ * message whose key, value and headers with the record's framing exceed it is refused with
+ * MSG_SIZE_TOO_LARGE. Any thread. */
+int64_t hc_kafka_max_message_bytes(rd_kafka_t *rk);
+
 /* rd_kafka_fatal_error() as an hc_err_t: HC_ERR_FATAL with the reason, or HC_OK. */
 hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size);
 
