@@ -60,6 +60,59 @@ def proc_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def listener_pid(port):
+    """The pid of the process that listens on 127.0.0.1:port (its socket found in /proc), or
+    None."""
+    inode = None
+    # a JVM listens on an IPv6 socket: 127.0.0.1 is ::ffff:127.0.0.1 there
+    for path, want in (("/proc/net/tcp", f"0100007F:{port:04X}"),
+                       ("/proc/net/tcp6", f"0000000000000000FFFF00000100007F:{port:04X}")):
+        with open(path) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[1] == want and cols[3] == "0A":
+                    inode = cols[9]
+                    break
+        if inode is not None:
+            break
+    if inode is None:
+        return None
+    target = f"socket:[{inode}]"
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def server_pids():
+    """{name: pid} of the store and broker servers on loopback that the benchmarks talk to
+    (with-servers' Redis and the first Kafka broker), for their CPU seconds."""
+    out = {}
+    redis = os.environ.get("HC_TEST_REDIS_URI", "")
+    brokers = os.environ.get("HC_TEST_BROKERS", "")
+    for name, hostport in (("redis", redis.split("://", 1)[-1].split("/", 1)[0]
+                            .rsplit("@", 1)[-1]),
+                           ("kafka", brokers.split(",", 1)[0])):
+        try:
+            pid = listener_pid(int(hostport.rsplit(":", 1)[1]))
+        except (IndexError, ValueError):
+            pid = None
+        if pid:
+            out[name] = pid
+    return out
+
+
+def servers_cpu_s(pids):
+    """{name: utime + stime} now, for server_pids()'s processes."""
+    return {name: proc_cpu_s(pid) for name, pid in pids.items()}
+
+
 def proc_hwm_bytes(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -286,9 +339,11 @@ def run_pipeline(ns, events, n_stage1=1, with_stage2=True, overrides1=None, over
             series = s2[0].series()
             res["store_batches"] = series.get(
                 ("hotcount_store_batches_total", 'outcome="commit"'), 0.0)
-        return res
     finally:
         for st in every:
             status = st.stop()
             if status != 0:
                 log(f"{st.kind} exited {status}:\n{st.tail()}")
+    # every stage's whole life (start-up, joins and stop included), from wait4
+    res["cpu_s_whole_life"] = sum(st.rusage.ru_utime + st.rusage.ru_stime for st in every)
+    return res
