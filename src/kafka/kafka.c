@@ -772,8 +772,7 @@ int64_t hc_kafka_max_message_bytes(rd_kafka_t *rk)
     char *end;
     long long v;
 
-    if (rd_kafka_conf_get(rd_kafka_conf(rk), "message.max.bytes", buf, &size) !=
-        RD_KAFKA_CONF_OK) {
+    if (rd_kafka_conf_get(rd_kafka_conf(rk), "message.max.bytes", buf, &size) != RD_KAFKA_CONF_OK) {
         return 1000000; /* librdkafka's default; the property always exists */
     }
     v = strtoll(buf, &end, 10);

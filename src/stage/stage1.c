@@ -664,7 +664,9 @@ static hc_err_t produce_packed(hc_stage1_t *s1, int64_t closed_at, size_t hdr_le
     char key[sizeof(s1->txn_id) + 64];
     int64_t room = hc_kafka_max_message_bytes(s1->producer) - (int64_t)sizeof(key) -
                    (int64_t)hdr_len - (int64_t)strlen(HC_SOURCE_HEADER) - PACK_RECORD_FRAMING;
-    size_t limit = room <= 0 ? 0 : room < (int64_t)HC_PACK_MAX_BYTES ? (size_t)room : HC_PACK_MAX_BYTES;
+    size_t limit = room <= 0                           ? 0
+                   : room < (int64_t)HC_PACK_MAX_BYTES ? (size_t)room
+                                                       : HC_PACK_MAX_BYTES;
     /* start[p] is now partition p's end, which is p + 1's first slot */
     size_t first = 0;
     for (int32_t p = 0; p < parts && err == HC_OK; p++) {

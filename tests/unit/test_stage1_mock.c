@@ -779,8 +779,8 @@ static void poison_messages_in_single_partials(void **state)
 
 typedef struct small_out {
     int records;
-    int64_t likes; /* summed deltas of the "q..." posts */
-    int posts;     /* their entries */
+    int64_t likes;  /* summed deltas of the "q..." posts */
+    int posts;      /* their entries */
     size_t largest; /* value + key + headers' bytes of the largest record */
 } small_out_t;
 
@@ -796,9 +796,8 @@ static hc_err_t on_small_record(const rd_kafka_message_t *rkm, void *opaque)
     const void *v;
     size_t len;
     if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &v, &len) ==
-                           RD_KAFKA_RESP_ERR_NO_ERROR;
-             i++) {
+        for (size_t i = 0;
+             rd_kafka_header_get_all(hdrs, i, &name, &v, &len) == RD_KAFKA_RESP_ERR_NO_ERROR; i++) {
             hdr_bytes += strlen(name) + len;
         }
     }
