@@ -141,13 +141,15 @@
 
 /* See the file comment. Arguments:
  *   KEYS[1] offsets hash, KEYS[2] staging list, KEYS[3..] count keys (commit only)
- *   ARGV[1] "stage" or "commit", ARGV[2] m = number of offsets,
+ *   ARGV[1] "stage", "commit" or "commit_quiet", ARGV[2] m = number of offsets,
  *   ARGV[3] pairs staged by earlier parts, ARGV[4] staging TTL (ms),
  *   ARGV[5..4+3m] per offset: field, expected ("" = must not exist), next,
  *   then stage: count key, delta, count key, delta...; commit: one delta per KEYS[3..].
  * Staged pairs hold whole count keys, so the commit need not build them (twice) itself.
- * Replies: {1} a part staged; {1, total...} committed, each post's new total in batch order
- * (staged parts first; exact below 2^53, as Lua numbers are doubles); {0, i, stored} offset i
+ * Replies: {1} a part staged, or committed by "commit_quiet" (the caller wants no totals: a
+ * reply of one integer per post would cost both sides about 70 bytes a post while it lasts);
+ * {1, total...} committed by "commit", each post's new total in batch order (staged parts
+ * first; exact below 2^53, as Lua numbers are doubles); {0, i, stored} offset i
  * conflicts (nothing written); {-1} the staged pairs
  * are not all there (nothing written); {-2, key, i, why} the count key of delta i (0-based, in
  * batch order) cannot take INCRBY (nothing written): why "overflow" (its magnitude would pass
@@ -213,9 +215,13 @@ static const char apply_script[] =
     "  return refused\n"
     "end\n"
     "local totals = {1}\n"
-    "each_staged(function(key, d) totals[#totals + 1] = redis.call('INCRBY', key, d) end)\n"
-    "for i = 1, n do totals[#totals + 1] = redis.call('INCRBY', KEYS[i + 2], ARGV[first + i - 1]) "
+    "local keep = ARGV[1] == 'commit'\n"
+    "local function incr(key, d)\n"
+    "  local t = redis.call('INCRBY', key, d)\n"
+    "  if keep then totals[#totals + 1] = t end\n"
     "end\n"
+    "each_staged(incr)\n"
+    "for i = 1, n do incr(KEYS[i + 2], ARGV[first + i - 1]) end\n"
     "for i = 0, m - 1 do redis.call('HSET', KEYS[1], ARGV[5 + 3 * i], ARGV[7 + 3 * i]) end\n"
     "redis.call('DEL', KEYS[2])\n"
     "return totals\n";
@@ -1476,7 +1482,7 @@ static void build_part(redis_store_t *rs, const hc_store_batch_t *batch, const c
             args_push2(a, rs->prefix, rs->prefix_len, d->post_id, d->post_id_len);
         }
     }
-    args_push_str(a, commit ? "commit" : "stage");
+    args_push_str(a, !commit ? "stage" : batch->totals_out ? "commit" : "commit_quiet");
     args_pushf(a, "%zu", batch->offset_count);
     args_pushf(a, "%zu", start); /* every earlier part staged its deltas */
     args_pushf(a, "%d", REDIS_STAGING_TTL_MS);
@@ -1519,7 +1525,7 @@ static hc_err_t part_outcome(const redisReply *reply, const hc_store_batch_t *ba
         return HC_OK;
     }
     if (code == 1) {
-        if (reply->elements != 1 + batch->delta_count) {
+        if (reply->elements != 1 + (batch->totals_out ? batch->delta_count : 0)) {
             return unexpected_reply("apply", errstr, errstr_size);
         }
         for (size_t i = 0; batch->totals_out != NULL && i < batch->delta_count; i++) {
