@@ -3,6 +3,8 @@
 tests/support/pack_decode_tool.c) against the Python reference tools/partials_pack.py.
 
   test_partial_pack_diff.py TOOL [--cases N] [--seed S]
+  test_partial_pack_diff.py TOOL --corpus DIR   (every file of DIR is one record: the corpus
+                                                 the pack fuzzer grew, fuzz/pack.sh)
 
 Generates records (valid ones from random entries, then mutated: truncated, bytes flipped,
 inserted or dropped, varints made overlong or past 64 bits, counts forged, bytes appended, post
@@ -134,10 +136,15 @@ def main():
     ap.add_argument("tool")
     ap.add_argument("--cases", type=int, default=8000)
     ap.add_argument("--seed", type=int, default=15)
+    ap.add_argument("--corpus")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     cases = []
-    for i in range(args.cases):
+    if args.corpus:
+        for name in sorted(os.listdir(args.corpus)):
+            with open(os.path.join(args.corpus, name), "rb") as f:
+                cases.append(f.read())
+    for i in range(0 if args.corpus else args.cases):
         r = rng.random()
         if r < 0.2:
             cases.append(rand_record(rng))
@@ -146,8 +153,9 @@ def main():
         else:
             cases.append(bytes([0xC1]) + bytes(rng.randrange(256)
                                                for _ in range(rng.randint(0, 24))))
-    cases += [b"", b"\xc1", b"\xc1\x01", b"{}", b"\xc1\x01\x00\x01a\x00\x01\x00",
-              b"\xc1" + pp._varint(pp.MAX_POSTS + 1) + b"\x00" * 6000]
+    if not args.corpus:
+        cases += [b"", b"\xc1", b"\xc1\x01", b"{}", b"\xc1\x01\x00\x01a\x00\x01\x00",
+                  b"\xc1" + pp._varint(pp.MAX_POSTS + 1) + b"\x00" * 6000]
     stdin = b"".join(struct.pack("<I", len(c)) + c for c in cases)
     got = subprocess.run([args.tool], input=stdin, stdout=subprocess.PIPE, check=True).stdout
     lines = got.decode().split("\n")
@@ -169,8 +177,11 @@ def main():
             if bad <= 5:
                 print(f"DIVERGENCE on record {rec.hex()}\n  C:      {line[:400]}\n"
                       f"  Python: {want[:400]}")
-    print(f"packed partials differential: {len(cases)} records (seed {args.seed}), "
+    origin = f"corpus {args.corpus}" if args.corpus else f"seed {args.seed}"
+    print(f"packed partials differential: {len(cases)} records ({origin}), "
           f"outcomes {dict(sorted(seen.items()))}, {bad} divergences")
+    if args.corpus:
+        return 1 if bad or not cases else 0
     needed = {"ok", "partial_undecodable", "partial_bad_post_id", "partial_delta_exceeds_events"}
     if not needed <= seen.keys():
         print(f"FAIL: outcomes never reached: {sorted(needed - seen.keys())}")
