@@ -178,14 +178,15 @@ seed("binary-garbage", bytes(range(256)))
 seed("binary-garbage-brace", b"{" + bytes((i * 37 + 11) % 256 for i in range(200)))
 
 
-def main():
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "event")
+def write_seeds(seeds, target):
+    """Writes seeds ({name: bytes}) into fuzz/corpus/TARGET/, leaving other files there alone."""
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", target)
     os.makedirs(out, exist_ok=True)
-    for name, data in SEEDS.items():
+    for name, data in seeds.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
-    print(f"{len(SEEDS)} seeds in {out}", file=sys.stderr)
+    print(f"{len(seeds)} seeds in {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main()
+    write_seeds(SEEDS, "event")

@@ -50,14 +50,7 @@ seed("out-of-order", pp.encode([(b"p2", 1, 1, 1, 1), (b"p1", 1, 1, 1, 1)]))
 seed("count-zero", b"\xc1\x00\x00")
 
 
-def main():
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "pack")
-    os.makedirs(out, exist_ok=True)
-    for name, data in SEEDS.items():
-        with open(os.path.join(out, name), "wb") as f:
-            f.write(data)
-    print(f"{len(SEEDS)} seeds in {out}", file=sys.stderr)
-
-
 if __name__ == "__main__":
-    main()
+    from make_corpus import write_seeds  # the event corpus's writer
+
+    write_seeds(SEEDS, "pack")
