@@ -141,6 +141,26 @@ static void set(fixture_t *f, const char *key, const char *value)
     }
 }
 
+/* Writes n likes to the raw topic, keyed and posted as "<prefix><i % posts><suffix>". */
+static void produce_likes(fixture_t *f, int n, const char *prefix, int posts, const char *suffix)
+{
+    char errstr[512];
+    rd_kafka_t *rk = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_PRODUCER, NULL, errstr, sizeof(errstr));
+    assert_non_null(rk);
+    for (int i = 0; i < n; i++) {
+        char post[128], ev[192];
+        snprintf(post, sizeof(post), "%s%04d%s", prefix, i % posts, suffix);
+        int len = snprintf(ev, sizeof(ev), "{\"post_id\":\"%s\",\"op\":\"like\"}", post);
+        assert_int_equal(
+            rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(f->cfg.topic_raw),
+                              RD_KAFKA_V_KEY(post, strlen(post)), RD_KAFKA_V_VALUE(ev, (size_t)len),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+    assert_int_equal(rd_kafka_flush(rk, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+}
+
 static int setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
@@ -163,20 +183,7 @@ static int setup(void **state)
     assert_int_equal(hc_metrics_init(&f->metrics), HC_OK);
 
     /* EVENTS likes over POSTS posts, before the stage starts */
-    rd_kafka_t *rk = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_PRODUCER, NULL, errstr, sizeof(errstr));
-    assert_non_null(rk);
-    for (int i = 0; i < EVENTS; i++) {
-        char post[32], ev[96];
-        snprintf(post, sizeof(post), "p%d", i % POSTS);
-        int len = snprintf(ev, sizeof(ev), "{\"post_id\":\"%s\",\"op\":\"like\"}", post);
-        assert_int_equal(
-            rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(f->cfg.topic_raw),
-                              RD_KAFKA_V_KEY(post, strlen(post)), RD_KAFKA_V_VALUE(ev, (size_t)len),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
-            RD_KAFKA_RESP_ERR_NO_ERROR);
-    }
-    assert_int_equal(rd_kafka_flush(rk, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
-    rd_kafka_destroy(rk);
+    produce_likes(f, EVENTS, "p", POSTS, "");
     *state = f;
     return 0;
 }
@@ -825,21 +832,8 @@ static void small_message_max_bytes_makes_smaller_records(void **state)
 {
     fixture_t *f = *state;
     char errstr[512];
-    rd_kafka_t *rk = hc_kafka_new(&f->cfg, HC_KAFKA_ROLE_PRODUCER, NULL, errstr, sizeof(errstr));
-    assert_non_null(rk);
-    for (int i = 0; i < WIDE_POSTS; i++) {
-        char post[80], ev[160];
-        snprintf(post, sizeof(post), "q%04d-%s", i,
-                 "wide-post-id-wide-post-id-wide-post-id-wide-post-id-wide");
-        int len = snprintf(ev, sizeof(ev), "{\"post_id\":\"%s\",\"op\":\"like\"}", post);
-        assert_int_equal(
-            rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(f->cfg.topic_raw),
-                              RD_KAFKA_V_KEY(post, strlen(post)), RD_KAFKA_V_VALUE(ev, (size_t)len),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
-            RD_KAFKA_RESP_ERR_NO_ERROR);
-    }
-    assert_int_equal(rd_kafka_flush(rk, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
-    rd_kafka_destroy(rk);
+    produce_likes(f, WIDE_POSTS, "q", WIDE_POSTS,
+                  "-wide-post-id-wide-post-id-wide-post-id-wide-post-id-wide");
     char mmb[16];
     snprintf(mmb, sizeof(mmb), "%d", SMALL_MMB);
     set(f, "kafka.producer.message.max.bytes", mmb);
