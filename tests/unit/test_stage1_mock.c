@@ -248,6 +248,21 @@ static bool wait_committed(fixture_t *f, int64_t events)
     return false;
 }
 
+/* Runs the stage until `events` are counted by committed windows and stops it: the run must
+ * end cleanly (its steps and error are printed when it does not). */
+static void run_to_committed(fixture_t *f, int64_t events)
+{
+    start(f);
+    bool committed = wait_committed(f, events);
+    finish(f);
+    if (!committed || f->run_err != HC_OK) {
+        print_steps(f);
+        print_message("run: %s\n", f->run_errstr);
+    }
+    assert_true(committed);
+    assert_int_equal(f->run_err, HC_OK);
+}
+
 /* The stage's run has returned on its own (it failed), within WAIT_MS. */
 static bool wait_failed(fixture_t *f)
 {
@@ -380,15 +395,7 @@ static void commit_timeout_is_retried_and_commits_once(void **state)
     assert_int_equal(rd_kafka_mock_broker_push_request_error_rtts(
                          f->mock.mcluster, 1, API_END_TXN, 1, RD_KAFKA_RESP_ERR_NO_ERROR, 3000),
                      RD_KAFKA_RESP_ERR_NO_ERROR);
-    start(f);
-    bool committed = wait_committed(f, EVENTS);
-    finish(f);
-    if (!committed || f->run_err != HC_OK) {
-        print_steps(f);
-        print_message("run: %s\n", f->run_errstr);
-    }
-    assert_true(committed);
-    assert_int_equal(f->run_err, HC_OK);
+    run_to_committed(f, EVENTS);
     /* the first window's close waited out the delayed EndTxn: longer than one call may wait,
      * so the commit was called again */
     assert_true(hc_histogram_sum(&f->metrics.txn_seconds) >= 2.5);
@@ -710,15 +717,7 @@ static void poison_run(void **state, const char *partials_format)
     produce_raw(f, "m", 1, "{\"post_id\":\"min\",\"ts\":-9223372036854775808}", NULL);
     produce_raw(f, "n", 1, "{\"post_id\":\"new\",\"ts\":9223372036854775807}", NULL);
 
-    start(f);
-    bool committed = wait_committed(f, EVENTS + 4);
-    finish(f);
-    if (!committed || f->run_err != HC_OK) {
-        print_steps(f);
-        print_message("run: %s\n", f->run_errstr);
-    }
-    assert_true(committed);
-    assert_int_equal(f->run_err, HC_OK);
+    run_to_committed(f, EVENTS + 4);
     assert_int_equal(count_entered(f, HC_STAGE1_FAILED), 0);
     assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS + 4);
     assert_int_equal(hc_metric_get(f->metrics.events_invalid), 2);
@@ -841,15 +840,7 @@ static void small_message_max_bytes_makes_smaller_records(void **state)
     set(f, "flush.ms", "2000");
     assert_int_equal(hc_config_validate(&f->cfg, errstr, sizeof(errstr)), HC_OK);
 
-    start(f);
-    bool committed = wait_committed(f, EVENTS + WIDE_POSTS);
-    finish(f);
-    if (!committed || f->run_err != HC_OK) {
-        print_steps(f);
-        print_message("run: %s\n", f->run_errstr);
-    }
-    assert_true(committed);
-    assert_int_equal(f->run_err, HC_OK);
+    run_to_committed(f, EVENTS + WIDE_POSTS);
     assert_int_equal(count_entered(f, HC_STAGE1_FAILED), 0);
     assert_int_equal(hc_metric_get(f->metrics.txn_abort), 0);
 
