@@ -388,6 +388,12 @@ static hc_err_t assign_from_store(hc_stage2_t *s2,
               ? hc_kafka_reposition(s2->loop.consumer, list,
                                     (int)s2->cfg->timeouts.committed_read_ms, errstr, errstr_size)
               : hc_kafka_assign_add(s2->loop.consumer, list, errstr, errstr_size);
+    if (err == HC_OK && !reposition && is_paused(s2->state) && list->cnt > 0) {
+        /* an increment handed out while a batch waits for its retry: fetch nothing from it
+         * until the batch is decided, as from the others (the loop hands partitions over
+         * resumed; set_paused resumes all of them together) */
+        rd_kafka_pause_partitions(s2->loop.consumer, list);
+    }
 done:
     rd_kafka_topic_partition_list_destroy(list);
     free(ids);

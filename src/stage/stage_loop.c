@@ -117,6 +117,12 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         }
     }
     hc_log(HC_LOG_INFO, loop->name, "revoked %d partitions", partitions->cnt);
+    /* librdkafka keeps a partition's pause across an unassign and the next assign of it: a
+     * stage that paused partitions (stage 2 waiting to retry a batch) and lost them before it
+     * resumed would get them back paused and never fetch from them again, while its poll loop
+     * kept turning (issue 23's stall). A partition leaves the assignment resumed, so every
+     * assignment starts fetching; a stage that wants a new partition paused pauses it itself. */
+    rd_kafka_resume_partitions(rk, partitions);
     if (hc_kafka_assign_remove(rk, partitions, errstr, sizeof(errstr)) != HC_OK) {
         hc_stage_loop_fail(loop, HC_ERR_FATAL, errstr);
     }

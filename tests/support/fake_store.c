@@ -49,6 +49,7 @@ struct hc_fake_store {
     int fail_opens; /* opens still to fail */
     int reads;      /* read_offsets calls */
     int epoch;      /* the identity: bumped by hc_fake_store_forget(..., true) */
+    bool down;      /* every apply fails with HC_ERR_TRANSIENT (hc_fake_store_set_down) */
 };
 
 /* A handle: what hc_store_open_ops hands out. */
@@ -356,7 +357,16 @@ static hc_err_t fake_apply(hc_store_t *st, const hc_store_batch_t *batch, char *
         fake->script_n--;
     }
     rec->script = entry.what;
-    if (entry.what == HC_FAKE_TRANSIENT) {
+    if (fake->down) {
+        rec->script = HC_FAKE_TRANSIENT; /* the scripted entry waits for the next batch */
+        if (entry.what != HC_FAKE_PASS || entry.other) {
+            fake->script_head = (fake->script_head + SCRIPT_MAX - 1) % SCRIPT_MAX;
+            fake->script[fake->script_head] = entry;
+            fake->script_n++;
+            entry = (script_entry_t){HC_FAKE_PASS, NULL};
+        }
+    }
+    if (rec->script == HC_FAKE_TRANSIENT) {
         hc_errstr_set(errstr, errstr_size, "fake store: scripted outage");
         rec->returned = HC_ERR_TRANSIENT;
     } else {
@@ -519,6 +529,13 @@ void hc_fake_store_refuse_post(hc_fake_store_t *fake, const char *post_id, size_
     fake_count_t *c = &fake->refuse[fake->refuse_n++];
     memcpy(c->post_id, post_id, post_id_len);
     c->post_id_len = post_id_len;
+    pthread_mutex_unlock(&fake->mu);
+}
+
+void hc_fake_store_set_down(hc_fake_store_t *fake, bool down)
+{
+    pthread_mutex_lock(&fake->mu);
+    fake->down = down;
     pthread_mutex_unlock(&fake->mu);
 }
 

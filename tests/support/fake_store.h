@@ -57,6 +57,10 @@ void hc_fake_store_lose_cas(hc_fake_store_t *fake, const hc_store_batch_t *other
  * refuses a post whose count would leave int64. A refused batch changes nothing. */
 void hc_fake_store_refuse_post(hc_fake_store_t *fake, const char *post_id, size_t post_id_len);
 
+/* While down, every hc_store_apply fails with HC_ERR_TRANSIENT and changes nothing (the script
+ * waits); reads still answer: a store whose writes time out, or that throttles every write. */
+void hc_fake_store_set_down(hc_fake_store_t *fake, bool down);
+
 /* The next n hc_store_read_offsets calls fail with HC_ERR_TRANSIENT (a store that is down). */
 void hc_fake_store_fail_reads(hc_fake_store_t *fake, int n);
 /* The next n opens of a handle on this fake fail with HC_ERR_TRANSIENT (a server not up yet). */
