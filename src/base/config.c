@@ -171,6 +171,12 @@ static const key_def_t keys[] = {
     /* Bounds stage 2's hot set (about 1.3 KB per post, hotset.h) whatever the number of posts. */
     KEY_I64("hotkeys.max", hotkeys_max, "1000", 1, 100000, NULL,
             "stage 2: most posts in its hot set; hotter newcomers evict the coldest"),
+    /* 0 derives it (hotcount/timeouts.h): a few windows plus the store's batch bound, so a
+     * partition is called stalled only once no bounded call could still be on its way. */
+    KEY_I64("partition.progress.ms", partition_progress_ms, "0", 0, 86400000, NULL,
+            "an assigned partition with input waiting that commits nothing this long is "
+            "reported stalled (partition_stalled) and recovered; 0: 5 x flush.ms plus the "
+            "store's batch bound plus twice the back-off cap"),
     /* Above the transaction timeout (60 s) and the stores' statement bounds (~45 s), which
      * bound every call that does not return to the loop. */
     KEY_I64("watchdog.ms", watchdog_ms, "180000", 0, 86400000, NULL,

@@ -39,6 +39,8 @@
  * to what is left of it, so a batch of any size is bounded by this. 90 s is 200 times what a
  * million-post batch took on PostgreSQL (0.45 s) and on Redis (about 9 s at 9 us a delta). */
 #define STORE_BATCH_MAX_MS 90000
+/* partition.progress.ms's default: this many windows plus the longest batch and its back-off */
+#define PROGRESS_WINDOWS 5
 /* librdkafka's default max.poll.interval.ms: a consumer that does not poll this long leaves its
  * group, so a stage's longest blocking call must stay below it too. */
 #define MAX_POLL_INTERVAL_DEFAULT_MS 300000
@@ -202,6 +204,10 @@ hc_err_t hc_timeouts_derive(const struct hc_config *cfg, hc_timeouts_t *t, char 
     t->store_connect_ms = STORE_CONNECT_MS;
     derive_store(cfg, t);
     t->watchdog_ms = cfg->watchdog_ms;
+    t->partition_progress_ms =
+        cfg->partition_progress_ms > 0
+            ? cfg->partition_progress_ms
+            : PROGRESS_WINDOWS * t->flush_ms + t->store_batch_ms + 2 * t->backoff_max_ms;
     t->derived = true;
     const char *longest = longest_step(t, &t->longest_call_ms);
 
@@ -246,6 +252,14 @@ hc_err_t hc_timeouts_derive(const struct hc_config *cfg, hc_timeouts_t *t, char 
                       "(librdkafka refuses the producer otherwise)",
                       msg.key != NULL ? msg.key : "message.timeout.ms", t->message_timeout_ms,
                       txn_key, t->txn_timeout_ms);
+        return HC_ERR_INVALID;
+    }
+    if (cfg->partition_progress_ms > 0 && t->partition_progress_ms < 3 * t->flush_ms) {
+        hc_errstr_set(errstr, errstr_size,
+                      "partition.progress.ms=%" PRId64 " must be at least 3 x flush.ms=%" PRId64
+                      ": a partition commits once a window at best, so a shorter bound calls "
+                      "every partition with input stalled",
+                      t->partition_progress_ms, t->flush_ms);
         return HC_ERR_INVALID;
     }
     char txn_from[128];
@@ -298,10 +312,11 @@ void hc_timeouts_log(const hc_timeouts_t *t)
            " ms x %d (%" PRId64 " ms with back-off), backoff=%" PRId64 "..%" PRId64
            " ms, drain=%" PRId64 " ms, topic_read_idle=%" PRId64 " ms, store: connect=%" PRId64
            " ms statement=%" PRId64 " ms x %d = batch %" PRId64 " ms, longest call=%" PRId64
-           " ms, watchdog.ms=%" PRId64,
+           " ms, watchdog.ms=%" PRId64 ", partition.progress.ms=%" PRId64,
            t->flush_ms, t->txn_timeout_ms, t->message_timeout_ms, t->txn_call_ms,
            t->txn_init_attempts, t->committed_read_ms, t->committed_read_attempts,
            t->committed_read_total_ms, t->backoff_min_ms, t->backoff_max_ms, t->drain_ms,
            t->topic_read_idle_ms, t->store_connect_ms, t->store_statement_ms,
-           t->store_statements_per_batch, t->store_batch_ms, t->longest_call_ms, t->watchdog_ms);
+           t->store_statements_per_batch, t->store_batch_ms, t->longest_call_ms, t->watchdog_ms,
+           t->partition_progress_ms);
 }

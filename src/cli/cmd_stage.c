@@ -106,7 +106,9 @@ static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, in
     hc_metrics_fini(&metrics);
     if (err != HC_OK) {
         hc_cli_error(&cli, "%s", errstr);
-        status = err == HC_ERR_INVALID ? HC_EXIT_USAGE : HC_EXIT_FAILED;
+        status = err == HC_ERR_INVALID   ? HC_EXIT_USAGE
+                 : err == HC_ERR_STALLED ? HC_EXIT_STALLED
+                                         : HC_EXIT_FAILED;
     } else {
         status = HC_EXIT_OK;
     }

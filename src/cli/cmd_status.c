@@ -32,6 +32,9 @@
  *   stageN_lag                       the stage's lag is above --max-lag
  *   stageN_metrics_unreachable       --stageN was given and its /metrics did not answer
  *   stageN_stalled                   input has waited longer than --max-age for a flush
+ *   stageN_partition_stalled         the stage's metrics name a partition standing still
+ *                                    (hotcount_partition_stalled: input waiting and nothing
+ *                                    committed for partition.progress.ms)
  *   store_unreachable                the store could not be opened or read
  *   transaction_lingering            a partition hotcount writes transactionally has been held
  *                                    by one open transaction longer than the producers'
@@ -131,6 +134,57 @@ static double metric_value(const char *text, const char *name, const char *label
     return -1;
 }
 
+/* A label's value in a sample line (escapes undone), or false when absent. */
+static bool label_value(const char *line, const char *name, char *out, size_t out_size)
+{
+    char want[64];
+    snprintf(want, sizeof(want), "%s=\"", name);
+    const char *end_of_labels = strchr(line, '}');
+    for (const char *at = strstr(line, want); at && (!end_of_labels || at < end_of_labels);
+         at = strstr(at + 1, want)) {
+        if (at != line && at[-1] != '{' && at[-1] != ',') {
+            continue; /* the tail of another label's name */
+        }
+        size_t n = 0;
+        for (const char *c = at + strlen(want); *c && *c != '"' && *c != '\n'; c++) {
+            if (*c == '\\' && c[1]) {
+                c++;
+            }
+            if (n + 1 < out_size) {
+                out[n++] = *c == 'n' && c[-1] == '\\' ? '\n' : *c;
+            }
+        }
+        out[n] = '\0';
+        return true;
+    }
+    return false;
+}
+
+/* The stage's partitions standing still now: each hotcount_partition_stalled sample of its
+ * stage label, as {topic, partition, state}. */
+static json_t *stalled_partitions(const char *text, const char *label)
+{
+    json_t *arr = json_array();
+    char prefix[80];
+    snprintf(prefix, sizeof(prefix), "hotcount_partition_stalled{stage=\"%s\",", label);
+    for (const char *line = text; line && *line;) {
+        if (strncmp(line, prefix, strlen(prefix)) == 0) {
+            char topic[256] = "";
+            char partition[32] = "";
+            char state[128] = "";
+            label_value(line, "topic", topic, sizeof(topic));
+            label_value(line, "partition", partition, sizeof(partition));
+            label_value(line, "state", state, sizeof(state));
+            json_array_append_new(arr, json_pack("{s:s,s:I,s:s}", "topic", topic, "partition",
+                                                 (json_int_t)strtol(partition, NULL, 10), "state",
+                                                 state));
+        }
+        line = strchr(line, '\n');
+        line = line ? line + 1 : NULL;
+    }
+    return arr;
+}
+
 static json_t *metrics_json(const char *stage, const char *label, const char *addr,
                             const status_opts_t *o, json_t *causes)
 {
@@ -149,13 +203,18 @@ static json_t *metrics_json(const char *stage, const char *label, const char *ad
     double ready = metric_value(text, "hotcount_ready", "");
     double unflushed = metric_value(text, "hotcount_unflushed_input_seconds", lbl);
     double assigned = metric_value(text, "hotcount_assigned_partitions", lbl);
+    json_t *stalled = stalled_partitions(text, label);
     free(text);
     if (unflushed > o->max_age) {
         add_cause(causes, stage, "stalled");
     }
-    return json_pack("{s:s,s:b,s:b,s:f,s:I}", "address", addr, "reachable", 1, "ready", ready == 1,
-                     "unflushed_input_seconds", unflushed < 0 ? 0 : unflushed,
-                     "assigned_partitions", (json_int_t)(assigned < 0 ? 0 : assigned));
+    if (json_array_size(stalled) > 0) {
+        add_cause(causes, stage, "partition_stalled");
+    }
+    return json_pack("{s:s,s:b,s:b,s:f,s:I,s:o}", "address", addr, "reachable", 1, "ready",
+                     ready == 1, "unflushed_input_seconds", unflushed < 0 ? 0 : unflushed,
+                     "assigned_partitions", (json_int_t)(assigned < 0 ? 0 : assigned),
+                     "stalled_partitions", stalled);
 }
 
 /* Per partition: log end minus the stage's next offset, and where that is small (at most
@@ -540,6 +599,15 @@ static void print_stage(const char *title, const json_t *s)
                jstr(mt, "address"), json_is_true(json_object_get(mt, "ready")) ? "yes" : "no",
                json_real_value(json_object_get(mt, "unflushed_input_seconds")),
                json_integer_value(json_object_get(mt, "assigned_partitions")));
+        size_t si;
+        json_t *sp;
+        json_array_foreach(json_object_get(mt, "stalled_partitions"), si, sp)
+        {
+            printf("  partition %s/%" JSON_INTEGER_FORMAT
+                   " stands still (partition_stalled, state %s)\n",
+                   jstr(sp, "topic"), json_integer_value(json_object_get(sp, "partition")),
+                   jstr(sp, "state"));
+        }
     } else if (json_is_object(mt)) {
         printf("  metrics %s: unreachable (%s)\n", jstr(mt, "address"), jstr(mt, "error"));
     }

@@ -23,6 +23,8 @@ const char *hc_err_name(hc_err_t err)
         return "fatal";
     case HC_ERR_RECORD:
         return "record";
+    case HC_ERR_STALLED:
+        return "stalled";
     }
     /* Not a member of the enum: a caller bug, but a name is still better than a crash in an
      * error path. */

@@ -165,11 +165,14 @@ size_t hc_progress_due(const hc_progress_t *pg, int64_t now_ms, int32_t *out, si
 /* Whether nothing waits on the partition, given the broker's end for it. */
 static bool caught_up(const hc_progress_part_t *pp, int64_t log_end)
 {
-    if (pp->committed != HC_PROGRESS_UNKNOWN && log_end <= pp->committed + 1) {
-        return true; /* nothing, or one transaction marker, past what was committed */
+    if (pp->committed != HC_PROGRESS_UNKNOWN && log_end <= pp->committed) {
+        return true; /* nothing past what was committed */
     }
-    /* The fetch reached that end (past aborted records and markers the stage never sees), and
-     * everything it delivered is committed. */
+    /* The fetch reached that end, past transaction markers and aborted records that the stage
+     * never sees as messages (librdkafka's EOF is at the last stable offset under
+     * read_committed), and everything it delivered is committed. No slack of one offset for a
+     * trailing marker instead: a partition with exactly one record waiting would hide behind
+     * it. */
     bool pending = pp->delivered != HC_PROGRESS_UNKNOWN &&
                    (pp->committed == HC_PROGRESS_UNKNOWN || pp->delivered > pp->committed);
     return pp->fetched_end != HC_PROGRESS_UNKNOWN && pp->fetched_end >= log_end && !pending;

@@ -197,6 +197,9 @@ static const prop_t stage1_consumer_props[] = {
     {"isolation.level", "read_committed"},
     /* consumer lag per partition for the metrics endpoint */
     {"statistics.interval.ms", "5000"},
+    /* the fetch reaching a partition's end is what the progress check calls caught up
+     * (hotcount/progress.h; the stage loop takes the EOF events, the stages never see them) */
+    {"enable.partition.eof", "true"},
     /* The pre-fetch queue is bounded by bytes (queued.max.messages.kbytes, 64 MiB), not by
      * count: the count is of the whole assignment's queue (each partition's fetch queue is
      * forwarded to the consumer's, and rd_kafka_q_len follows the forward), and crossing it
@@ -234,6 +237,7 @@ static const prop_t stage2_consumer_props[] = {
     /* only committed stage-1 transactions: an aborted window's partials are never counted */
     {"isolation.level", STAGE2_ISOLATION},
     {"statistics.interval.ms", "5000"},
+    {"enable.partition.eof", "true"}, /* as stage 1's: the progress check */
     {NULL, NULL},
 };
 
@@ -418,7 +422,8 @@ static const owned_prop_t owned_props[] = {
     {"enable.partition.eof",
      {NULL},
      "hotcount's topic reads (verify, the changelog repair) end at the end of each partition, "
-     "and the stage loops do not expect end-of-partition events"},
+     "and the stage loops' progress check takes the end-of-partition events as the sign that "
+     "a partition is caught up"},
     {"delivery.report.only.error",
      {"false", NULL},
      "the changelog and the load generator count delivered records from their delivery "

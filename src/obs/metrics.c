@@ -187,12 +187,24 @@ typedef struct lag_client {
     int64_t fetchq_bytes; /* its pre-fetch queue in its last report (client_fetchq_bytes) */
 } lag_client_t;
 
+/* A partition standing still now (hc_metrics_partition_stalled). */
+typedef struct stall_entry {
+    int kind; /* hc_metrics_stage_kind_t */
+    char topic[TOPIC_MAX + 1];
+    int32_t partition;
+    char state[HC_METRICS_STALL_STATE_MAX];
+    int64_t since_ms;
+} stall_entry_t;
+
 struct hc_metrics_lag {
     pthread_mutex_t mu;
     lag_entry_t *ents; /* owned; grows by doubling up to HC_METRICS_LAG_MAX */
     size_t n;
     size_t cap;
     lag_client_t clients[HC_METRICS_LAG_CLIENTS];
+    /* the partitions standing still now (under mu; few: they are the exception) */
+    stall_entry_t stalls[HC_METRICS_STALLS_MAX];
+    size_t stall_n;
 };
 
 typedef struct hot_key {
@@ -319,6 +331,65 @@ static int64_t stage_assigned(const hc_metrics_t *m, int kind)
                                      : hc_metric_get(m->stage2_assigned);
 }
 
+void hc_metrics_partition_stalled(hc_metrics_t *m, hc_metrics_stage_kind_t kind, const char *topic,
+                                  int32_t partition, bool stalled, const char *state,
+                                  int64_t now_ms)
+{
+    struct hc_metrics_lag *lag = m->lag;
+    if (stalled) {
+        hc_metric_add(m->partition_stalls[kind], 1);
+    }
+    if (!lag) {
+        return;
+    }
+    pthread_mutex_lock(&lag->mu);
+    size_t i = 0;
+    while (i < lag->stall_n &&
+           !(lag->stalls[i].kind == (int)kind && lag->stalls[i].partition == partition &&
+             strcmp(lag->stalls[i].topic, topic) == 0)) {
+        i++;
+    }
+    if (!stalled) {
+        if (i < lag->stall_n) {
+            lag->stalls[i] = lag->stalls[--lag->stall_n];
+        }
+    } else if (i < lag->stall_n || lag->stall_n < HC_METRICS_STALLS_MAX) {
+        stall_entry_t *ent = &lag->stalls[i];
+        if (i == lag->stall_n) {
+            lag->stall_n++;
+            ent->since_ms = now_ms;
+        }
+        ent->kind = (int)kind;
+        snprintf(ent->topic, sizeof(ent->topic), "%s", topic);
+        ent->partition = partition;
+        snprintf(ent->state, sizeof(ent->state), "%s", state ? state : "");
+    }
+    pthread_mutex_unlock(&lag->mu);
+}
+
+/* The first stalled partition into why (readiness); false when none is. */
+static bool first_stall(const hc_metrics_t *m, int64_t now_ms, char *why, size_t why_size)
+{
+    static const char *const names[HC_METRICS_STAGE_COUNT] = {"stage1", "stage2"};
+    struct hc_metrics_lag *lag = m->lag;
+    if (!lag) {
+        return false;
+    }
+    pthread_mutex_lock(&lag->mu);
+    bool any = lag->stall_n > 0;
+    if (any && why && why_size > 0) {
+        const stall_entry_t *ent = &lag->stalls[0];
+        snprintf(why, why_size,
+                 "%s partition %s/%d has input waiting and has not moved for over %.1f s "
+                 "(partition.progress.ms; event partition_stalled, state %s)%s",
+                 names[ent->kind], ent->topic, (int)ent->partition,
+                 (double)(now_ms - ent->since_ms) / 1000.0, ent->state,
+                 lag->stall_n > 1 ? ", and more" : "");
+    }
+    pthread_mutex_unlock(&lag->mu);
+    return any;
+}
+
 bool hc_metrics_is_ready(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms)
 {
     return hc_metrics_readiness(m, now_ms, flush_ms, NULL, 0);
@@ -349,6 +420,9 @@ bool hc_metrics_readiness(const hc_metrics_t *m, int64_t now_ms, int64_t flush_m
                          "stage2 holds back %lld partitions: their partials are past retention "
                          "(event retention_gap)",
                          (long long)gap);
+    }
+    if (first_stall(m, now_ms, why, why_size)) {
+        return false; /* a partition standing still: its counts fall behind for good */
     }
     for (int k = 0; k < HC_METRICS_STAGE_COUNT; k++) {
         const hc_metrics_stage_t *st = &m->stage[k];
@@ -937,6 +1011,42 @@ static void render_lag(sbuf_t *sb, struct hc_metrics_lag *lag, int64_t now_ms)
     pthread_mutex_unlock(&lag->mu);
 }
 
+static void render_stalls(sbuf_t *sb, hc_metrics_t *m)
+{
+    static const char *const stage_label[HC_METRICS_STAGE_COUNT] = {"1", "2"};
+    struct hc_metrics_lag *lag = m->lag;
+    family(sb, "hotcount_partition_stalled", "gauge",
+           "1 for each assigned partition with input waiting that has committed no progress for "
+           "partition.progress.ms (event partition_stalled); absent while it moves.");
+    int64_t count[HC_METRICS_STAGE_COUNT] = {0};
+    if (lag) {
+        pthread_mutex_lock(&lag->mu);
+        for (size_t i = 0; i < lag->stall_n; i++) {
+            const stall_entry_t *ent = &lag->stalls[i];
+            sb_printf(sb, "hotcount_partition_stalled{stage=\"%s\",topic=\"",
+                      stage_label[ent->kind]);
+            sb_label_value(sb, ent->topic, strlen(ent->topic));
+            sb_printf(sb, "\",partition=\"%d\",state=\"", (int)ent->partition);
+            sb_label_value(sb, ent->state, strlen(ent->state));
+            sb_printf(sb, "\"} 1\n");
+            count[ent->kind]++;
+        }
+        pthread_mutex_unlock(&lag->mu);
+    }
+    family(sb, "hotcount_partitions_stalled", "gauge",
+           "Assigned partitions standing still now (hotcount_partition_stalled), per stage.");
+    for (int k = 0; k < HC_METRICS_STAGE_COUNT; k++) {
+        sb_printf(sb, "hotcount_partitions_stalled{stage=\"%s\"} %lld\n", stage_label[k],
+                  (long long)count[k]);
+    }
+    family(sb, "hotcount_partition_stalls_total", "counter",
+           "Partitions found standing still past partition.progress.ms, per stage.");
+    for (int k = 0; k < HC_METRICS_STAGE_COUNT; k++) {
+        sb_printf(sb, "hotcount_partition_stalls_total{stage=\"%s\"} %lld\n", stage_label[k],
+                  (long long)hc_metric_get(m->partition_stalls[k]));
+    }
+}
+
 /* The pre-fetch queues of the consumers heard from recently (as the lag entries age out). */
 static void render_fetch_queue(sbuf_t *sb, struct hc_metrics_lag *lag, int64_t now_ms)
 {
@@ -1157,6 +1267,7 @@ size_t hc_metrics_render(hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char
               "From an event's ts to the store commit that counted it.", &m->end_to_end_seconds);
 
     render_lag(&sb, m->lag, now_ms);
+    render_stalls(&sb, m);
     family(&sb, "hotcount_assigned_partitions", "gauge",
            "Partitions assigned to this process's stages.");
     sample_label_int(&sb, "hotcount_assigned_partitions", "stage", "1",

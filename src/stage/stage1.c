@@ -852,6 +852,12 @@ static void window_committed(hc_stage1_t *s1)
            "committed window: %" PRId64 " events, %" PRId64 " invalid, %zu partials, %" PRId64
            " ms",
            s1->window_ok, s1->window_invalid, n, now - s1->commit_start_ms);
+    for (int32_t p = 0; p < s1->win.cap; p++) {
+        const hc_manifest_range_t *r = hc_manifest_range(&s1->win, p);
+        if (r) {
+            hc_stage_loop_committed(&s1->loop, p, r->next); /* the progress check's input */
+        }
+    }
     window_reset(s1);
 }
 
@@ -1119,6 +1125,57 @@ static hc_err_t on_stopping(void *stage, hc_err_t err, char *errstr, size_t errs
     return err;
 }
 
+/* A raw partition that stands still (stage_loop.h, hotcount/progress.h). Nothing of it in the
+ * open window (it fetched nothing since the last commit): it is sought to its committed offset
+ * read again from the group coordinator, and resumed, whatever left it paused or unsought. A
+ * window that holds some of it commits within flush.ms, and an abort's rewind is under way: no
+ * second repositioning over those. */
+static hc_err_t on_recover(void *stage, int32_t partition, char *why, size_t why_size)
+{
+    hc_stage1_t *s1 = stage;
+    if (s1->state != HC_STAGE1_IDLE && s1->state != HC_STAGE1_OPEN) {
+        hc_errstr_set(why, why_size, "the window is %s", hc_stage1_state_name(s1->state));
+        return HC_ERR_TRANSIENT;
+    }
+    if (hc_manifest_range(&s1->win, partition)) {
+        hc_errstr_set(why, why_size, "in the open window, which commits within flush.ms");
+        return HC_ERR_TRANSIENT;
+    }
+    if (!hc_kafka_may_reassign(s1->loop.consumer)) {
+        hc_errstr_set(why, why_size, "assignment lost");
+        return HC_ERR_TRANSIENT;
+    }
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, s1->cfg->topic_raw, partition);
+    const hc_timeouts_t *t = &s1->cfg->timeouts;
+    hc_err_t err = HC_ERR_TRANSIENT;
+    rd_kafka_resp_err_t rerr =
+        rd_kafka_committed(s1->loop.consumer, list, (int)t->committed_read_ms);
+    hc_stage_loop_beat(&s1->loop);
+    if (rerr) {
+        hc_errstr_set(why, why_size, "reading its committed offset: %s", rd_kafka_err2str(rerr));
+    } else {
+        if (list->elems[0].offset < 0) {
+            list->elems[0].offset = RD_KAFKA_OFFSET_BEGINNING; /* nothing committed yet */
+        }
+        hc_stage_loop_forget_list(&s1->loop, list);
+        err =
+            hc_kafka_reposition(s1->loop.consumer, list, (int)t->committed_read_ms, why, why_size);
+        if (err == HC_OK) {
+            rd_kafka_resume_partitions(s1->loop.consumer, list);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return err == HC_OK || err == HC_ERR_TRANSIENT ? err : HC_ERR_FATAL;
+}
+
+static void on_describe(void *stage, int32_t partition, char *buf, size_t size)
+{
+    hc_stage1_t *s1 = stage;
+    snprintf(buf, size, "%s%s", hc_stage1_state_name(s1->state),
+             hc_manifest_range(&s1->win, partition) ? ", in the window" : "");
+}
+
 static const hc_stage_loop_ops_t stage1_ops = {
     .start = on_start,
     .revoke = on_revoke,
@@ -1126,6 +1183,8 @@ static const hc_stage_loop_ops_t stage1_ops = {
     .message = on_message,
     .tick = on_tick,
     .stopping = on_stopping,
+    .recover = on_recover,
+    .describe = on_describe,
 };
 
 hc_err_t hc_stage1_run(hc_stage1_t *s1, const atomic_bool *stop, char *errstr, size_t errstr_size)

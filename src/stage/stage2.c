@@ -79,9 +79,10 @@ struct hc_stage2 {
     int64_t last_flush_wall_ms; /* when a flush last began, INT64_MIN before (window.h) */
     int64_t window_events;
     int64_t window_partials;
-    int64_t retry_at_ms; /* RETRY, RETRY_REWIND: when the batch is applied again */
-    int retry_attempt;   /* failed attempts of the waiting batch: the back-off's attempt */
-    int64_t turned_away; /* partials turned away while a batch waited (hc_stage2_turned_away) */
+    int64_t retry_at_ms;   /* RETRY, RETRY_REWIND: when the batch is applied again */
+    int retry_attempt;     /* failed attempts of the waiting batch: the back-off's attempt */
+    int64_t turned_away;   /* partials turned away while a batch waited (hc_stage2_turned_away) */
+    char store_error[200]; /* the last failed batch's error: what a stalled partition waits on */
     /* Untrusted input (partial_check.h): the dead-letter producer (owned, created at the first
      * dead letter), its failed deliveries (its dr_msg_cb), the open window's sources (owned) and
      * each table entry's refusal state (owned, refused_cap long). */
@@ -375,6 +376,8 @@ static hc_err_t assign_from_store(hc_stage2_t *s2,
         hc_source_forget(s2->src, ids[i]); /* the store's offsets rule now, not our memory */
         ps->start = stored[i];
         ps->next = stored[i];
+        /* the baseline of the progress check: a fresh store's partition starts at 0 */
+        hc_stage_loop_committed(&s2->loop, ids[i], stored[i] == HC_OFFSET_NONE ? 0 : stored[i]);
         rd_kafka_topic_partition_list_add(list, partitions->elems[i].topic, ids[i])->offset =
             stored[i] == HC_OFFSET_NONE ? RD_KAFKA_OFFSET_BEGINNING : stored[i];
     }
@@ -730,6 +733,7 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         }
         for (size_t i = 0; i < n_offsets; i++) {
             s2->parts[s2->offsets[i].partition].start = s2->offsets[i].next;
+            hc_stage_loop_committed(&s2->loop, s2->offsets[i].partition, s2->offsets[i].next);
         }
         hc_source_commit(s2->src);
         hc_metric_add(m->store_commit, 1);
@@ -754,6 +758,7 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         break;
     default:
         hc_metric_add(m->store_error, 1);
+        snprintf(s2->store_error, sizeof(s2->store_error), "%s", errstr);
         break;
     }
     return err;
@@ -1387,6 +1392,56 @@ static hc_err_t on_stopping(void *stage, hc_err_t err, char *errstr, size_t errs
     return err;
 }
 
+/* A partition that stands still (stage_loop.h, hotcount/progress.h). What it waits on decides:
+ * a retention gap, a batch waiting for its retry (the store's outage or throttling: the retry
+ * is the recovery) and a window holding its partials (it closes within flush.ms) are outside
+ * causes or already on their way; otherwise nothing of it is in flight, so its stored offset is
+ * read again, its fetch sought there and resumed: whatever left it paused, unsought or with a
+ * stale position, it fetches from where the store stands. */
+static hc_err_t on_recover(void *stage, int32_t partition, char *why, size_t why_size)
+{
+    hc_stage2_t *s2 = stage;
+    part_state_t *ps = partition < s2->parts_cap ? &s2->parts[partition] : NULL;
+    if (ps && ps->gap) {
+        hc_errstr_set(why, why_size, "held back: its partials are past retention");
+        return HC_ERR_TRANSIENT;
+    }
+    if (is_paused(s2->state)) {
+        hc_errstr_set(why, why_size, "a store batch waits for its retry: %s", s2->store_error);
+        return HC_ERR_TRANSIENT;
+    }
+    if (ps && ps->touched) {
+        hc_errstr_set(why, why_size, "in the open window, which closes within flush.ms");
+        return HC_ERR_TRANSIENT;
+    }
+    if (!s2->st || assignment_lost(s2)) {
+        hc_errstr_set(why, why_size, "no store or no assignment yet");
+        return HC_ERR_TRANSIENT;
+    }
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, s2->cfg->topic_partials, partition);
+    hc_err_t err = assign_from_store(s2, list, true, why, why_size);
+    if (err == HC_OK) {
+        rd_kafka_resume_partitions(s2->loop.consumer, list);
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    if (err == HC_ERR_TRANSIENT && hc_stage_loop_stop_requested(&s2->loop)) {
+        return HC_ERR_TRANSIENT; /* stopping in a store outage: nothing more to do */
+    }
+    return err;
+}
+
+static void on_describe(void *stage, int32_t partition, char *buf, size_t size)
+{
+    hc_stage2_t *s2 = stage;
+    const part_state_t *ps = partition < s2->parts_cap ? &s2->parts[partition] : NULL;
+    snprintf(buf, size, "%s%s%s", hc_stage2_state_name(s2->state),
+             ps && ps->gap       ? ", retention gap"
+             : ps && ps->touched ? ", in the window"
+                                 : "",
+             is_paused(s2->state) ? ", paused for the store" : "");
+}
+
 static const hc_stage_loop_ops_t stage2_loop_ops = {
     .start = on_start,
     .assign = on_assign,
@@ -1395,6 +1450,8 @@ static const hc_stage_loop_ops_t stage2_loop_ops = {
     .message = on_message,
     .tick = on_tick,
     .stopping = on_stopping,
+    .recover = on_recover,
+    .describe = on_describe,
 };
 
 /* ---- lifecycle ---- */
@@ -1474,6 +1531,11 @@ int64_t hc_stage2_heartbeat_ms(const hc_stage2_t *s2)
 int hc_stage2_assigned(const hc_stage2_t *s2)
 {
     return hc_stage_loop_assigned(&s2->loop);
+}
+
+rd_kafka_t *hc_stage2_consumer(hc_stage2_t *s2)
+{
+    return s2->loop.consumer;
 }
 
 int64_t hc_stage2_turned_away(const hc_stage2_t *s2)

@@ -21,6 +21,8 @@
 #ifndef HOTCOUNT_STAGE2_IMPL_H
 #define HOTCOUNT_STAGE2_IMPL_H
 
+#include <librdkafka/rdkafka.h>
+
 #include "hotcount/err.h"
 #include "hotcount/stage.h"
 #include "hotcount/store.h"
@@ -70,5 +72,9 @@ hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_m
 /* Partials turned away while a batch waited for its retry, since hc_stage2_new (the stage's
  * thread, or after hc_stage2_run returned). Paused partitions deliver none. */
 int64_t hc_stage2_turned_away(const hc_stage2_t *s2);
+
+/* The stage's consumer (borrowed), for a test that plays a bug behind the stage's back (pauses
+ * a partition the stage did not pause) to drive the progress check. */
+rd_kafka_t *hc_stage2_consumer(hc_stage2_t *s2);
 
 #endif

@@ -20,6 +20,12 @@
  * group times the member out: a LeaveGroup stuck behind a JoinGroup that the broker holds for a
  * member that does not answer must not keep a stage from exiting. */
 #define CLOSE_MS 5000
+/* One ListOffsets for a partition's end at a progress check: short, because the loop waits for
+ * it; a check that cannot reach the broker judges nothing (an outage is not the stage's stall),
+ * and stops asking for the rest of that round. */
+#define PROGRESS_QUERY_MS 2000
+/* Partitions judged per check (the rest at the next one). */
+#define PROGRESS_BATCH 64
 
 static atomic_int_fast64_t *assigned_gauge(hc_stage_loop_t *loop)
 {
@@ -59,6 +65,22 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t json_len, void *opaque)
     return 0;
 }
 
+/* A stalled partition's gauge goes: it moves again. */
+static void stall_gone(hc_stage_loop_t *loop, int32_t partition)
+{
+    hc_metrics_partition_stalled(loop->metrics, loop->opts.kind, loop->opts.topic, partition, false,
+                                 NULL, hc_now_ms());
+}
+
+/* The gauge of a partition that is stalled now goes (it is not ours any more). */
+static void stall_cleared(hc_stage_loop_t *loop, int32_t partition)
+{
+    const hc_progress_part_t *pp = hc_progress_part(&loop->progress, partition);
+    if (pp && (pp->state == HC_PROGRESS_STALLED || pp->state == HC_PROGRESS_GIVEN_UP)) {
+        stall_gone(loop, partition);
+    }
+}
+
 /* Eager rebalances (classic protocol, range assignor) revoke everything, then hand out a whole
  * new assignment; incremental ones (group.protocol=consumer) add and take away increments, so
  * the count and the stage's hooks work per list, and the assignment calls are the incremental
@@ -80,7 +102,22 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         hc_log(HC_LOG_INFO, loop->name, "assigned %d partitions%s", partitions->cnt,
                incremental ? " more" : "");
         hc_err_t ret = HC_OK;
-        if (hc_stage_loop_failed(loop)) {
+        int64_t now = hc_now_ms();
+        if (!incremental) {
+            for (int32_t p = 0; p < loop->progress.cap; p++) {
+                hc_progress_revoke(&loop->progress, p); /* eager: the whole assignment is new */
+            }
+        }
+        /* before the hook: the offsets it reads are the partitions' first commits */
+        for (int i = 0; i < partitions->cnt && ret == HC_OK; i++) {
+            if (hc_progress_assign(&loop->progress, partitions->elems[i].partition, now) != HC_OK) {
+                hc_errstr_set(errstr, sizeof(errstr), "out of memory");
+                ret = HC_ERR_FATAL;
+            }
+        }
+        if (ret != HC_OK) {
+            /* out of memory tracking them: latched below */
+        } else if (hc_stage_loop_failed(loop)) {
             ret = loop->latched; /* the loop stops at its next poll: take nothing on */
         } else if (ops->assign) {
             ret = ops->assign(loop->opts.stage, rk, partitions, errstr, sizeof(errstr));
@@ -117,6 +154,10 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         }
     }
     hc_log(HC_LOG_INFO, loop->name, "revoked %d partitions", partitions->cnt);
+    for (int i = 0; i < partitions->cnt; i++) {
+        stall_cleared(loop, partitions->elems[i].partition); /* not ours to watch any more */
+        hc_progress_revoke(&loop->progress, partitions->elems[i].partition);
+    }
     /* librdkafka keeps a partition's pause across an unassign and the next assign of it: a
      * stage that paused partitions (stage 2 waiting to retry a batch) and lost them before it
      * resumed would get them back paused and never fetch from them again, while its poll loop
@@ -143,6 +184,8 @@ hc_err_t hc_stage_loop_init(hc_stage_loop_t *loop, const hc_config_t *cfg, hc_me
     loop->cfg = cfg;
     loop->metrics = metrics;
     loop->opts = *opts;
+    hc_progress_init(&loop->progress,
+                     hc_timeouts_of(cfg, &(hc_timeouts_t){0})->partition_progress_ms);
     const char *prefix = opts->kind == HC_METRICS_STAGE1 ? "stage1/" : "stage2/";
     snprintf(loop->name, sizeof(loop->name), "%s%s", prefix,
              opts->instance_id ? opts->instance_id : cfg->instance_id);
@@ -173,6 +216,10 @@ void hc_stage_loop_fini(hc_stage_loop_t *loop)
         hc_kafka_consumer_destroy(loop->consumer, loop->close_abandoned);
         loop->consumer = NULL;
     }
+    for (int32_t p = 0; p < loop->progress.cap; p++) {
+        stall_cleared(loop, p);
+    }
+    hc_progress_fini(&loop->progress);
 }
 
 void hc_stage_loop_watch(hc_stage_loop_t *loop, rd_kafka_t *rk)
@@ -213,6 +260,17 @@ int hc_stage_loop_assigned(const hc_stage_loop_t *loop)
     return atomic_load(&loop->assigned);
 }
 
+void hc_stage_loop_committed(hc_stage_loop_t *loop, int32_t partition, int64_t next)
+{
+    if (hc_progress_committed(&loop->progress, partition, next, hc_now_ms()) ==
+        HC_PROGRESS_REPORT_MOVING) {
+        stall_gone(loop, partition);
+        hc_log_event(HC_LOG_INFO, loop->name, "partition_moving",
+                     HC_LOG_STR("topic", loop->opts.topic), HC_LOG_INT("partition", partition),
+                     HC_LOG_INT("committed_offset", next));
+    }
+}
+
 void hc_stage_loop_fail(hc_stage_loop_t *loop, hc_err_t err, const char *errstr)
 {
     if (err == HC_OK || loop->latched != HC_OK) {
@@ -247,6 +305,9 @@ void hc_stage_loop_pause(hc_stage_loop_t *loop, rd_kafka_t *rk, int64_t ms)
 
 void hc_stage_loop_forget(hc_stage_loop_t *loop, const char *topic, int32_t partition)
 {
+    if (strcmp(topic, loop->opts.topic) == 0) {
+        hc_progress_repositioned(&loop->progress, partition);
+    }
 #ifndef HC_MUTANT_KEEP_HELD
     size_t dropped = drop_held(loop, topic, partition);
     if (dropped > 0) {
@@ -291,6 +352,9 @@ hc_err_t hc_stage_loop_give_back(hc_stage_loop_t *loop,
             }
         }
         drop_held(loop, tp->topic, tp->partition);
+    }
+    for (int i = 0; i < back->cnt; i++) {
+        hc_progress_repositioned(&loop->progress, back->elems[i].partition);
     }
     hc_err_t err = HC_OK;
     if (back->cnt > 0) {
@@ -364,9 +428,14 @@ static hc_err_t deliver(hc_stage_loop_t *loop, rd_kafka_message_t *rkm, char *er
                         size_t errstr_size)
 {
     hc_err_t err = HC_OK;
-    if (rkm->err) {
+    if (rkm->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        /* the fetch reached the partition's end (for read_committed, its last stable offset,
+         * past aborted records and markers): what the progress check calls caught up */
+        hc_progress_eof(&loop->progress, rkm->partition, rkm->offset);
+    } else if (rkm->err) {
         hc_log(HC_LOG_WARN, loop->name, "consumer: %s", rd_kafka_message_errstr(rkm));
     } else {
+        hc_progress_delivered(&loop->progress, rkm->partition, rkm->offset);
         err = loop->opts.ops->message(loop->opts.stage, rkm, errstr, errstr_size);
     }
     rd_kafka_message_destroy(rkm);
@@ -409,6 +478,94 @@ static rd_kafka_message_t *next_message(hc_stage_loop_t *loop, bool *waited)
     return timeout > 0 ? rd_kafka_consumer_poll(loop->consumer, timeout) : NULL;
 }
 
+/* One partition's stall, said on every surface: the event, the gauge (and with it /readyz and
+ * `hotcount status`), then the stage's recovery. HC_OK, HC_ERR_STALLED when the stage's own
+ * recovery no longer moves it, or the error that stops the loop. */
+static hc_err_t stalled(hc_stage_loop_t *loop, int32_t p, hc_progress_action_t action, int64_t now,
+                        char *errstr, size_t errstr_size)
+{
+    const hc_stage_loop_ops_t *ops = loop->opts.ops;
+    const hc_progress_part_t *pp = hc_progress_part(&loop->progress, p);
+    char state[HC_METRICS_STALL_STATE_MAX] = "";
+    if (ops->describe) {
+        ops->describe(loop->opts.stage, p, state, sizeof(state));
+    }
+    char why[256] = "";
+    hc_err_t rec = ops->recover ? ops->recover(loop->opts.stage, p, why, sizeof(why)) : HC_OK;
+    if (rec != HC_OK && rec != HC_ERR_TRANSIENT) {
+        hc_errstr_set(errstr, errstr_size, "%s", why);
+        return rec;
+    }
+    bool acted = rec == HC_OK;
+    int64_t committed = pp->committed == HC_PROGRESS_UNKNOWN ? -1 : pp->committed;
+    int64_t stalled_ms = now - pp->since_ms;
+    if (action == HC_PROGRESS_REPORT_STALL) {
+        hc_metrics_partition_stalled(loop->metrics, loop->opts.kind, loop->opts.topic, p, true,
+                                     state, now);
+        hc_log_event(HC_LOG_ERROR, loop->name, "partition_stalled",
+                     HC_LOG_STR("topic", loop->opts.topic), HC_LOG_INT("partition", p),
+                     HC_LOG_STR("state", state), HC_LOG_INT("committed_offset", committed),
+                     HC_LOG_INT("log_end", pp->log_end), HC_LOG_INT("stalled_ms", stalled_ms),
+                     HC_LOG_INT("bound_ms", loop->progress.bound_ms),
+                     HC_LOG_STR("recovery", acted ? "re-read and re-sought" : why));
+    } else {
+        hc_metrics_partition_stalled(loop->metrics, loop->opts.kind, loop->opts.topic, p, true,
+                                     state, now); /* its state may have changed */
+    }
+    if (hc_progress_recovered(&loop->progress, p, acted, now) != HC_PROGRESS_GIVE_UP) {
+        return HC_OK;
+    }
+    hc_log_event(HC_LOG_ERROR, loop->name, "partition_stalled_exit",
+                 HC_LOG_STR("topic", loop->opts.topic), HC_LOG_INT("partition", p),
+                 HC_LOG_STR("state", state), HC_LOG_INT("committed_offset", committed),
+                 HC_LOG_INT("log_end", pp->log_end), HC_LOG_INT("stalled_ms", stalled_ms));
+    hc_errstr_set(errstr, errstr_size,
+                  "partition %s/%" PRId32 " stood still %" PRId64
+                  " ms with input waiting (state %s) and re-reading and re-seeking it did not "
+                  "move it: exiting for a fresh start",
+                  loop->opts.topic, p, stalled_ms, state);
+    return HC_ERR_STALLED;
+}
+
+/* Judges the partitions past their progress bound against the broker's end for each (one
+ * ListOffsets each, read_committed: the last stable offset). */
+static hc_err_t progress_check(hc_stage_loop_t *loop, int64_t now, char *errstr, size_t errstr_size)
+{
+    if (now < loop->progress_check_at_ms) {
+        return HC_OK;
+    }
+    loop->progress_check_at_ms = now + loop->progress.recheck_ms;
+    int32_t due[PROGRESS_BATCH];
+    size_t n = hc_progress_due(&loop->progress, now, due, PROGRESS_BATCH);
+    for (size_t i = 0; i < n; i++) {
+        int64_t lo = 0;
+        int64_t hi = 0;
+        rd_kafka_resp_err_t rerr = rd_kafka_query_watermark_offsets(
+            loop->consumer, loop->opts.topic, due[i], &lo, &hi, PROGRESS_QUERY_MS);
+        hc_stage_loop_beat(loop); /* a bounded wait, not a hang */
+        if (rerr) {
+            hc_log(HC_LOG_DEBUG, loop->name, "progress check of %s/%" PRId32 " skipped: %s",
+                   loop->opts.topic, due[i], rd_kafka_err2str(rerr));
+            return HC_OK; /* the broker is out of reach: no verdict this round */
+        }
+        int64_t at = hc_now_ms();
+        hc_progress_action_t action = hc_progress_judge(&loop->progress, due[i], hi, at);
+        hc_err_t err = HC_OK;
+        if (action == HC_PROGRESS_REPORT_MOVING) {
+            stall_gone(loop, due[i]);
+            hc_log_event(HC_LOG_INFO, loop->name, "partition_moving",
+                         HC_LOG_STR("topic", loop->opts.topic), HC_LOG_INT("partition", due[i]),
+                         HC_LOG_INT("log_end", hi));
+        } else if (action == HC_PROGRESS_REPORT_STALL || action == HC_PROGRESS_RECOVER) {
+            err = stalled(loop, due[i], action, at, errstr, errstr_size);
+        }
+        if (err != HC_OK) {
+            return err;
+        }
+    }
+    return HC_OK;
+}
+
 /* Polls and dispatches until *stop or an error. The clock is read once per CLOCK_EVERY
  * messages while they queue up (a read costs 60-90 ns on a VM: three per message were 13 % of
  * stage 1's CPU), and after every poll that may have waited, so windows still close within a
@@ -444,6 +601,9 @@ static hc_err_t poll_loop(hc_stage_loop_t *loop, char *errstr, size_t errstr_siz
         if (err == HC_OK && checkpoint) {
             hc_stage_loop_auth_check(loop);
             err = fatal_check(loop, errstr, errstr_size);
+        }
+        if (err == HC_OK && checkpoint) {
+            err = progress_check(loop, now, errstr, errstr_size);
         }
         if (err != HC_OK) {
             return err;

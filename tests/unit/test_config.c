@@ -55,6 +55,7 @@ static const char *const all_keys[] = {
     "hotkeys.dwell.ms",
     "hotkeys.max",
     "watchdog.ms",
+    "partition.progress.ms",
     "metrics.listen",
     "log.level",
     "log.format",

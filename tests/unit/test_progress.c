@@ -68,18 +68,23 @@ static void next_takes_every_transition(void **state)
     }
 }
 
-/* An idle partition whose end is its committed offset, or one marker past it, is caught up
- * however long nothing is committed.
- * Mutant seen failing: caught_up without the marker's one (log_end <= committed). */
+/* An idle partition whose end is its committed offset, or whose fetch reached an end one
+ * transaction marker past it, is caught up however long nothing is committed; one record
+ * waiting behind a fetch that did not reach it is not.
+ * Mutants seen failing: caught_up with a slack of one (log_end <= committed + 1: the record
+ * hides); caught_up ignoring the EOF (the marker looks like input). */
 static void idle_partition_is_caught_up_forever(void **state)
 {
     (void)state;
     assert_int_equal(hc_progress_assign(&pg, 3, 0), HC_OK);
     hc_progress_committed(&pg, 3, 10, 0);
+    hc_progress_eof(&pg, 3, 11);
     for (int64_t t = BOUND; t < 10 * BOUND; t += BOUND) {
         assert_int_equal(hc_progress_judge(&pg, 3, t % 2 ? 10 : 11, t), HC_PROGRESS_NONE);
         assert_int_equal(state_of(3), HC_PROGRESS_MOVING);
     }
+    hc_progress_repositioned(&pg, 3);
+    assert_int_equal(hc_progress_judge(&pg, 3, 11, 11 * BOUND), HC_PROGRESS_REPORT_STALL);
 }
 
 /* The fetch reached the end past an aborted transaction's records and its marker, which the

@@ -10,9 +10,12 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_store.h"
 #include "hotcount/clock.h"
@@ -151,11 +154,155 @@ static void paused_retry_revoked_and_reassigned_keeps_moving(void **state)
     assert_store_exact(f);
 }
 
+/* Pauses partition p of the stage's consumer, as a bug would: the stage did not ask for it. */
+static void pause_behind_its_back(hc_stage2_run_t *run, int32_t p)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, "likes.partials", p);
+    rd_kafka_pause_partitions(hc_stage2_consumer(run->s2), list);
+    rd_kafka_topic_partition_list_destroy(list);
+}
+
+static bool rendered(hc_metrics_t *m, const char *needle)
+{
+    char *text = NULL;
+    hc_metrics_render(m, hc_now_ms(), 100, &text);
+    bool found = text && strstr(text, needle);
+    free(text);
+    return found;
+}
+
+#define STALLED_P0 "hotcount_partition_stalled{stage=\"2\",topic=\"likes.partials\",partition=\"0\""
+
+/* Item 2 of issue 23: a partition left paused by anything at all (here the test pauses it behind
+ * the stage's back) with input waiting is found within partition.progress.ms, said on every
+ * surface (the gauge, readiness naming it), and recovered by the stage itself: its stored offset
+ * read again, its fetch sought there and resumed; once it commits the gauge goes.
+ * Mutant seen failing: on_recover that reports but neither seeks nor resumes (the stage then
+ * gives up: HC_ERR_STALLED instead of a clean run). */
+static void stalled_partition_is_reported_and_recovered(void **state)
+{
+    fixture_t *f = *state;
+    f->env.cfg.timeouts.partition_progress_ms = 1500;
+    produce(f, 0, "a", 1);
+    produce(f, 1, "b", 1);
+    hc_stage2_run_t a;
+    hc_stage2_run_start(&a, &f->env.cfg, "a", &f->metrics_a);
+    wait_all_stored(f);
+    pause_behind_its_back(&a, 0);
+    hc_sleep_ms(300); /* the pause is an op the consumer serves: let it land before producing */
+    produce(f, 0, "a", 2);
+    produce(f, 1, "b", 3);
+    int64_t until = hc_now_ms() + WAIT_MS;
+    while (!rendered(&f->metrics_a, STALLED_P0) && hc_now_ms() < until) {
+        hc_sleep_ms(20);
+    }
+    assert_true(rendered(&f->metrics_a, STALLED_P0));
+    char why[512] = "";
+    assert_false(hc_metrics_readiness(&f->metrics_a, hc_now_ms(), 100, why, sizeof(why)));
+    assert_non_null(strstr(why, "partition_stalled"));
+    wait_all_stored(f);
+    until = hc_now_ms() + WAIT_MS;
+    while (rendered(&f->metrics_a, STALLED_P0) && hc_now_ms() < until) {
+        hc_sleep_ms(20);
+    }
+    assert_false(rendered(&f->metrics_a, STALLED_P0));
+    assert_int_equal(hc_metric_get(f->metrics_a.partition_stalls[HC_METRICS_STAGE2]), 1);
+    hc_stage2_run_stop(&a);
+    hc_stage2_run_destroy(&a);
+    assert_store_exact(f);
+}
+
+/* The last resort: a partition that the stage's own recovery does not move (here it is paused
+ * again as soon as it is resumed) ends the run with HC_ERR_STALLED, for a supervisor to start a
+ * fresh process; a store outage never does (the next test).
+ * Mutant seen failing: hc_progress_recovered never giving up (the run goes on). */
+typedef struct repauser {
+    hc_stage2_run_t *run;
+    atomic_bool stop;
+} repauser_t;
+
+static void *repause(void *opaque)
+{
+    repauser_t *r = opaque;
+    while (!atomic_load(&r->stop)) {
+        pause_behind_its_back(r->run, 0);
+        hc_sleep_ms(20);
+    }
+    return NULL;
+}
+
+static void unrecoverable_stall_ends_the_run(void **state)
+{
+    fixture_t *f = *state;
+    f->env.cfg.timeouts.partition_progress_ms = 1000;
+    produce(f, 0, "a", 1);
+    hc_stage2_run_t a;
+    hc_stage2_run_start(&a, &f->env.cfg, "a", &f->metrics_a);
+    wait_assigned(&a, 2);
+    repauser_t r = {.run = &a};
+    atomic_init(&r.stop, false);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, repause, &r), 0);
+    hc_sleep_ms(300);
+    produce(f, 0, "a", 2);
+    /* the run ends by itself: a bound to stall, one to show the recovery did not help */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += WAIT_MS / 1000;
+    int joined = pthread_timedjoin_np(a.thread, NULL, &deadline);
+    if (joined != 0) {
+        atomic_store(&a.stop, true); /* a stage that never gives up: stop it, then fail */
+        assert_int_equal(pthread_join(a.thread, NULL), 0);
+    }
+    atomic_store(&r.stop, true);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(joined, 0);
+    assert_int_equal(a.err, HC_ERR_STALLED);
+    assert_non_null(strstr(a.errstr, "likes.partials/0"));
+    hc_stage2_run_destroy(&a);
+}
+
+/* A store that is down is an outside cause: the partitions are reported stalled (state retry,
+ * with the store's error) but the stage waits it out, however long, and counts everything once
+ * the store is back. Mutant seen failing: on_recover without its two guards (a batch waiting
+ * for its retry, a partition in the window): it re-reads and re-seeks under the waiting batch,
+ * and the run ends with HC_ERR_STALLED. */
+static void store_outage_stalls_but_never_ends_the_run(void **state)
+{
+    fixture_t *f = *state;
+    f->env.cfg.timeouts.partition_progress_ms = 500;
+    produce(f, 0, "a", 1);
+    produce(f, 1, "b", 1);
+    hc_fake_store_set_down(f->env.fake, true);
+    hc_stage2_run_t a;
+    hc_stage2_run_start(&a, &f->env.cfg, "a", &f->metrics_a);
+    int64_t until = hc_now_ms() + WAIT_MS;
+    while (!rendered(&f->metrics_a, STALLED_P0) && hc_now_ms() < until) {
+        hc_sleep_ms(20);
+    }
+    assert_true(rendered(&f->metrics_a, "state=\"retry, in the window, paused for the store\""));
+    hc_sleep_ms(5 * 500); /* five bounds: no exit */
+    hc_fake_store_set_down(f->env.fake, false);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&a);
+    hc_stage2_run_destroy(&a);
+    assert_store_exact(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(paused_retry_revoked_and_reassigned_keeps_moving, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(stalled_partition_is_reported_and_recovered, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(unrecoverable_stall_ends_the_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(store_outage_stalls_but_never_ends_the_run, setup,
+                                        teardown),
     };
+    if (getenv("HC_TEST_FILTER")) {
+        cmocka_set_test_filter(getenv("HC_TEST_FILTER")); /* one test by hand */
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,10 +68,11 @@ typedef struct hc_config {
     int64_t store_check_ms;     /* 0 = off: stage 2's check that the store did not forget */
     int64_t hotkeys_enter_rate; /* likes/s */
     int64_t hotkeys_leave_rate;
-    int64_t hotkeys_dwell_ms; /* stage 2's hot set: time below the leave rate before leaving */
-    int64_t hotkeys_max;      /* stage 2's hot set: most members */
-    int64_t watchdog_ms;      /* 0 = off */
-    char *metrics_listen;     /* "" = off */
+    int64_t hotkeys_dwell_ms;      /* stage 2's hot set: time below the leave rate before leaving */
+    int64_t hotkeys_max;           /* stage 2's hot set: most members */
+    int64_t watchdog_ms;           /* 0 = off */
+    int64_t partition_progress_ms; /* 0 = derived (timeouts.partition_progress_ms) */
+    char *metrics_listen;          /* "" = off */
     char *log_level;
     char *log_format;
     /* hotcount serve */

@@ -52,6 +52,10 @@ typedef struct hc_timeouts {
     int64_t committed_read_total_ms;   /* every committed-read attempt and the back-offs between */
     int64_t store_server_statement_ms; /* PostgreSQL's statement_timeout (below the client's
                                           store_statement_ms, so the server's fires first) */
+    /* partition.progress.ms, or derived: 5 x flush_ms + store_batch_ms + 2 x backoff_max_ms
+     * (a few windows, the longest batch, and the back-off around it): an assigned partition
+     * with input waiting that commits nothing this long stands still (hotcount/progress.h) */
+    int64_t partition_progress_ms;
 } hc_timeouts_t;
 
 /* Kafka's broker default for transaction.max.timeout.ms: a transactional producer asking for a

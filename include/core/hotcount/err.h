@@ -23,6 +23,10 @@ typedef enum hc_err {
      * retry of the same call fails the same way. Example: a store batch whose delta would take a
      * post's count past int64 (hotcount/store.h says which post). */
     HC_ERR_RECORD,
+    /* A partition stood still past its progress bound and the stage's own recovery (re-read,
+     * re-seek) did not move it: end the process so that its supervisor starts a fresh one
+     * (exit status 4; hotcount/progress.h). */
+    HC_ERR_STALLED,
 } hc_err_t;
 
 /* Static name of an error class ("ok", "invalid", ...). */

@@ -13,11 +13,10 @@
  *   - the stage commits a new offset for it (hc_progress_committed: stage 1's transaction with
  *     its offsets, stage 2's store batch that moved it);
  *   - it is seen caught up when judged (hc_progress_judge): the broker's end for it (the last
- *     stable offset, as a read_committed consumer is told it) is at most one past the committed
- *     offset (nothing, or a single transaction marker, lies between), or the consumer's fetch
- *     has reached that end (a partition-EOF at or past it) and nothing it delivered waits
- *     uncommitted. An end past aborted records or markers that the stage never sees as messages
- *     is covered by the second rule.
+ *     stable offset, as a read_committed consumer is told it) is the committed offset, or the
+ *     consumer's fetch has reached that end (a partition-EOF at or past it) and nothing it
+ *     delivered waits uncommitted. An end past transaction markers or aborted records, which
+ *     the stage never sees as messages, is covered by the second rule.
  *
  * A partition is judged once its clock is older than the bound (hc_progress_due lists those):
  * the caller asks the broker for the partition's end and passes it in. The states and their

@@ -29,6 +29,9 @@
  * | hotcount_store_keys_written_total | counter | | posts written by committed store batches |
  * | hotcount_store_forgot_total | counter | | stage-2 store checks (`store.check.ms`) that found the store no longer holding the offsets stage 2 last wrote, or another server (docs/EVENTS.md `store_forgot`): each re-read the store's offsets and rebuilt the counts from likes.partials |
  * | hotcount_retention_gap_partitions | gauge | | stage-2 partitions not applied because the partials their counts need are past retention (the store's offset, or the beginning when it has none, is below the partition's log start; docs/EVENTS.md `retention_gap`); while above 0 the process is not ready |
+ * | hotcount_partition_stalled | gauge | stage="1"\|"2", topic, partition, state | 1 for each assigned partition whose input waits and that has committed no progress for `partition.progress.ms` (docs/EVENTS.md `partition_stalled`; state: the stage's view of it, e.g. `retry`); absent while it moves. While any is present the process is not ready |
+ * | hotcount_partitions_stalled | gauge | stage="1"\|"2" | how many hotcount_partition_stalled series the stage has now (0 normally: alert on > 0) |
+ * | hotcount_partition_stalls_total | counter | stage="1"\|"2" | partitions found standing still past `partition.progress.ms` |
  * | hotcount_events_stored_total | counter | | raw events covered by committed store batches |
  * | hotcount_store_seconds | histogram | | one store batch apply (hc_store_apply), any outcome |
  * | hotcount_batch_posts | histogram | | posts per committed store batch |
@@ -168,6 +171,8 @@ typedef struct hc_metrics {
     atomic_int_fast64_t hotkey_flaps;        /* re-entries soon after a departure */
     atomic_int_fast64_t hotkeys_enter_milli; /* hotkeys.enter.rate x 1000; 0: no hot set */
     atomic_int_fast64_t hotkeys_leave_milli; /* hotkeys.leave.rate x 1000 */
+    /* both stages: partitions found standing still (hc_metrics_partition_stalled), by kind */
+    atomic_int_fast64_t partition_stalls[HC_METRICS_STAGE_COUNT];
 
     /* histograms: buckets set by hc_metrics_init */
     hc_histogram_t end_to_end_seconds;                    /* event ts -> store commit */
@@ -220,7 +225,8 @@ void hc_metrics_stage_released(hc_metrics_t *m, hc_metrics_stage_kind_t kind);
  * kind has input that has waited more than 3 x flush_ms for a successful flush (counted from
  * when it started waiting, or from the stage's start if later). So an idle stage is ready, a
  * stage whose windows keep aborting or whose store is down is not, even while it stops polling.
- * Not ready either while a stage-2 partition is held back by a retention gap. Any thread. */
+ * Not ready either while a stage-2 partition is held back by a retention gap, or while any
+ * partition stands still (hc_metrics_partition_stalled). Any thread. */
 bool hc_metrics_is_ready(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms);
 
 /* hc_metrics_is_ready, and when not ready one line of why into why (/readyz's body): "no stage
@@ -230,6 +236,19 @@ bool hc_metrics_is_ready(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms
  * retention_gap)". why may be NULL. Any thread. */
 bool hc_metrics_readiness(const hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char *why,
                           size_t why_size);
+
+/* ---- partitions that stand still ---------------------------------------------------------- */
+
+#define HC_METRICS_STALLS_MAX 256     /* stalled partitions shown at once (more are counted only) */
+#define HC_METRICS_STALL_STATE_MAX 64 /* the state label's bytes, NUL included */
+
+/* A stage's assigned partition stands still past partition.progress.ms (stalled true: shown as
+ * hotcount_partition_stalled with `state`, the stage's view of it, and the process is not
+ * ready, /readyz saying which) or moves again, or is no longer the stage's (false). Any thread;
+ * takes the lag mutex. */
+void hc_metrics_partition_stalled(hc_metrics_t *m, hc_metrics_stage_kind_t kind, const char *topic,
+                                  int32_t partition, bool stalled, const char *state,
+                                  int64_t now_ms);
 
 /* ---- consumer lag from librdkafka statistics ----------------------------------------------- */
 

@@ -15,6 +15,10 @@
  *     ops->message for that message (consumer errors are logged, not passed on)
  *     ops->tick                 flush a due window, retry, repair
  *     fatal client errors of the consumer and the watched clients, when the clock was read
+ *     every progress check: the partitions past partition.progress.ms judged against the
+ *       broker's end; a stalled one reported (partition_stalled, the gauge, readiness) and
+ *       ops->recover'ed; one the stage's own recovery does not move ends the run
+ *       (HC_ERR_STALLED: the supervisor restarts the process)
  *   ops->stopping (err)         close the open window on a clean stop, drain
  *   latch err, close the consumer (its last revoke sees hc_stage_loop_failed), report
  *
@@ -42,6 +46,7 @@
 #include "hotcount/err.h"
 #include "hotcount/kafka.h"
 #include "hotcount/metrics.h"
+#include "hotcount/progress.h"
 
 #define HC_STAGE_LOOP_WATCH_MAX 2 /* clients besides the consumer whose fatal errors stop it */
 
@@ -84,6 +89,15 @@ typedef struct hc_stage_loop_ops {
     /* Once, after the loop ended and before the consumer closes. err: why it ended (HC_OK:
      * *stop was set). Returns what to report: err itself, or a new error when err is HC_OK. */
     hc_err_t (*stopping)(void *stage, hc_err_t err, char *errstr, size_t errstr_size);
+    /* Partition stands still (hotcount/progress.h): its input waits and the stage has
+     * committed nothing on it for partition.progress.ms. Re-read what the stage knows of it
+     * from the store or the broker and re-seek there, resumed. HC_OK: it acted; HC_ERR_TRANSIENT
+     * with why: it waits on an outside cause (a store outage its batch retries through), which
+     * an exit would not cure; another error stops the loop. NULL: nothing to recover. */
+    hc_err_t (*recover)(void *stage, int32_t partition, char *why, size_t why_size);
+    /* The partition's state as the stage sees it, for partition_stalled and the gauge
+     * ("retry: <the store's error>", "idle", ...): a short NUL-terminated text in buf. */
+    void (*describe)(void *stage, int32_t partition, char *buf, size_t size);
 } hc_stage_loop_ops_t;
 
 typedef struct hc_stage_loop_opts {
@@ -123,6 +137,11 @@ typedef struct hc_stage_loop {
     size_t held_next;
     size_t held_count;
     rd_kafka_queue_t *queue; /* owned reference to the consumer's queue, during the poll loop */
+    /* Every assigned partition's progress (hotcount/progress.h): fed by the rebalances, the
+     * delivered messages, the partition EOFs and the stage's commits (hc_stage_loop_committed);
+     * judged every progress_check_ms against the broker's end. */
+    hc_progress_t progress;
+    int64_t progress_check_at_ms;
 } hc_stage_loop_t;
 
 /* Creates the consumer for opts->role with the loop's rebalance and statistics callbacks (the
@@ -151,6 +170,11 @@ hc_err_t hc_stage_loop_run(hc_stage_loop_t *loop, const atomic_bool *stop, char 
 int64_t hc_stage_loop_heartbeat_ms(const hc_stage_loop_t *loop);
 /* Marks progress now (a hook waiting out a retry is not hanging). Stage thread. */
 void hc_stage_loop_beat(hc_stage_loop_t *loop);
+/* The stage committed progress on topic's partition: its next offset is `next` now (stage 1:
+ * a committed transaction's offsets; stage 2: a landed batch's, and the offsets read from the
+ * store at an assignment or a re-read). Stage thread. */
+void hc_stage_loop_committed(hc_stage_loop_t *loop, int32_t partition, int64_t next);
+
 /* Partitions assigned now. Any thread. */
 int hc_stage_loop_assigned(const hc_stage_loop_t *loop);
 

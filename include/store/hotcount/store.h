@@ -56,6 +56,12 @@ typedef struct hc_store_batch {
     /* Optional: on HC_ERR_RECORD, the index in deltas of the post the store refused (the first
      * it found). NULL: not wanted. Valid only on HC_ERR_RECORD. */
     size_t *refused_out;
+    /* Optional: called on the caller's thread each time a batch that takes several requests or
+     * statements got one of them through (a staged part, a committed part, a chunk's upsert),
+     * so that a caller whose watchdog counts silence as a hang sees a slow store that still
+     * moves as alive. NULL: not wanted. Never called after hc_store_apply returned. */
+    void (*on_progress)(void *opaque);
+    void *progress_opaque;
 } hc_store_batch_t;
 
 typedef struct hc_store_row {
