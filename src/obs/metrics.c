@@ -1268,6 +1268,10 @@ size_t hc_metrics_render(hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char
 
     render_lag(&sb, m->lag, now_ms);
     render_stalls(&sb, m);
+    family(&sb, "hotcount_store_batch_limit_posts", "gauge",
+           "Stage 2's batch limit in posts: max.keys, shrunk while the store is slow or "
+           "throttles, grown back as it keeps up.");
+    sample_int(&sb, "hotcount_store_batch_limit_posts", hc_metric_get(m->store_batch_limit));
     family(&sb, "hotcount_assigned_partitions", "gauge",
            "Partitions assigned to this process's stages.");
     sample_label_int(&sb, "hotcount_assigned_partitions", "stage", "1",

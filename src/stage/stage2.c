@@ -83,6 +83,14 @@ struct hc_stage2 {
     int retry_attempt;     /* failed attempts of the waiting batch: the back-off's attempt */
     int64_t turned_away;   /* partials turned away while a batch waited (hc_stage2_turned_away) */
     char store_error[200]; /* the last failed batch's error: what a stalled partition waits on */
+    /* The adaptive batch limit (batch_adapt): the posts a window may hold, between
+     * batch_floor and max.keys; the duration a batch should stay under; and the last applied
+     * batch's size and duration. */
+    size_t batch_limit;
+    size_t batch_floor;
+    int64_t batch_target_ms;
+    size_t last_batch_posts;
+    int64_t last_batch_ms;
     /* Untrusted input (partial_check.h): the dead-letter producer (owned, created at the first
      * dead letter), its failed deliveries (its dr_msg_cb), the open window's sources (owned) and
      * each table entry's refusal state (owned, refused_cap long). */
@@ -141,6 +149,8 @@ hc_stage2_state_t hc_stage2_next(hc_stage2_state_t state, hc_stage2_event_t ev, 
         switch (ev) {
         case HC_STAGE2_EV_PARTIAL:
             return HC_STAGE2_OPEN;
+        case HC_STAGE2_EV_TOO_BIG:
+            return HC_STAGE2_REWIND;
         case HC_STAGE2_EV_NO_ROOM:
             return HC_STAGE2_FULL;
         case HC_STAGE2_EV_APPLIED:
@@ -154,8 +164,9 @@ hc_stage2_state_t hc_stage2_next(hc_stage2_state_t state, hc_stage2_event_t ev, 
         /* the partial that did not fit is in hand: lost with the batch's retry, so RETRY_REWIND */
         return ev == HC_STAGE2_EV_APPLIED
                    ? after_apply(outcome, HC_STAGE2_IDLE, HC_STAGE2_RETRY_REWIND)
-               : ev == HC_STAGE2_EV_CLOSE ? HC_STAGE2_CLOSING
-                                          : HC_STAGE2_FAILED;
+               : ev == HC_STAGE2_EV_CLOSE   ? HC_STAGE2_CLOSING
+               : ev == HC_STAGE2_EV_TOO_BIG ? HC_STAGE2_REWIND
+                                            : HC_STAGE2_FAILED;
     case HC_STAGE2_RETRY:
     case HC_STAGE2_RETRY_REWIND: {
         bool rewind = state == HC_STAGE2_RETRY_REWIND;
@@ -166,6 +177,8 @@ hc_stage2_state_t hc_stage2_next(hc_stage2_state_t state, hc_stage2_event_t ev, 
             return after_apply(outcome, rewind ? HC_STAGE2_REWIND : HC_STAGE2_IDLE, state);
         case HC_STAGE2_EV_CLOSE:
             return HC_STAGE2_CLOSING;
+        case HC_STAGE2_EV_TOO_BIG:
+            return HC_STAGE2_REWIND; /* the turned-away partials too: all from the store's */
         default:
             return HC_STAGE2_FAILED; /* a partial may not join a batch that waits */
         }
@@ -626,6 +639,11 @@ static hc_err_t grow_scratch(hc_stage2_t *s2, size_t n)
     return HC_OK;
 }
 
+static void store_progress(void *opaque)
+{
+    hc_stage_loop_beat(opaque);
+}
+
 /* Event time to store commit, per post of the batch, from its oldest event: an upper bound of
  * each post's freshness, observed with one atomic add per bucket per batch. */
 static void observe_end_to_end(hc_stage2_t *s2, int64_t committed_wall_ms)
@@ -693,6 +711,7 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
             }
         }
         size_t refused_at = SIZE_MAX;
+        s2->last_batch_posts = n;
         batch = (hc_store_batch_t){
             .group = s2->cfg->group_stage2,
             .topic = s2->cfg->topic_partials,
@@ -703,6 +722,9 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
             .now_ms = hc_wall_ms(),
             .totals_out = s2->changelog ? s2->totals : NULL,
             .refused_out = &refused_at,
+            /* a slow store that still gets requests through is alive, not hung */
+            .on_progress = store_progress,
+            .progress_opaque = &s2->loop,
         };
         err = hc_store_apply(s2->st, &batch, errstr, errstr_size);
         if (err != HC_ERR_RECORD) {
@@ -720,6 +742,7 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
     }
     hc_metrics_t *m = s2->metrics;
     int64_t done_ms = hc_now_ms();
+    s2->last_batch_ms = done_ms - t0;
     hc_histogram_observe(&m->store_seconds, (double)(done_ms - t0) / 1000.0);
     switch (err) {
     case HC_OK:
@@ -843,11 +866,62 @@ static hc_err_t step(hc_stage2_t *s2, hc_stage2_event_t ev, hc_err_t outcome, ch
 
 /* Applies the window's batch and moves on by its outcome (returned in *outcome when not NULL).
  * HC_OK unless the stage must stop. */
+/* The batch limit follows the store's pace, so that a slow or throttling store slows stage 2
+ * down instead of stopping it: a window the store cannot commit within its bound would fail
+ * the same way at every retry (and a restart would meet the same backlog). A batch that landed
+ * slower than batch_target_ms shrinks the limit to what would have taken the target; one that
+ * failed transiently (a timeout, throttling, an outage) cuts it to a quarter of its size; one
+ * that landed well within the target, near the limit, grows it by a quarter, up to max.keys
+ * (multiplicative both ways: a store that comes back is used fully again within a few dozen
+ * windows). Never below batch_floor, one packed record: a window takes records whole. Returns
+ * true when a failed batch is above the new limit: retrying it as it is would fail again. */
+static bool batch_adapt(hc_stage2_t *s2, hc_err_t applied)
+{
+    size_t was = s2->batch_limit;
+    size_t n = s2->last_batch_posts;
+    size_t max =
+        (size_t)s2->cfg->max_keys > s2->batch_floor ? (size_t)s2->cfg->max_keys : s2->batch_floor;
+    size_t limit = was;
+    if (applied == HC_OK && s2->last_batch_ms > s2->batch_target_ms) {
+        double fit = (double)n * (double)s2->batch_target_ms / (double)s2->last_batch_ms;
+        limit = fit < (double)limit ? (size_t)fit : limit;
+    } else if (applied == HC_OK && s2->last_batch_ms * 2 < s2->batch_target_ms && n * 2 >= was) {
+        limit = was + was / 4 + 1;
+    } else if (applied == HC_ERR_TRANSIENT) {
+        limit = n / 4 < limit ? n / 4 : limit;
+    }
+    limit = limit < s2->batch_floor ? s2->batch_floor : limit > max ? max : limit;
+    if (limit != was) {
+        s2->batch_limit = limit;
+        hc_metric_set(s2->metrics->store_batch_limit, (int64_t)limit);
+        hc_log_event(limit < was ? HC_LOG_WARN : HC_LOG_INFO, s2->loop.name, "store_batch_limit",
+                     HC_LOG_INT("posts", (int64_t)limit), HC_LOG_INT("was", (int64_t)was),
+                     HC_LOG_INT("batch_posts", (int64_t)n),
+                     HC_LOG_INT("batch_ms", s2->last_batch_ms),
+                     HC_LOG_STR("outcome", hc_err_name(applied)));
+    }
+    return applied == HC_ERR_TRANSIENT && n > limit;
+}
+
 static hc_err_t flush(hc_stage2_t *s2, hc_err_t *outcome, char *errstr, size_t errstr_size)
 {
     hc_err_t applied = apply_window(s2, errstr, errstr_size);
     if (outcome) {
         *outcome = applied;
+    }
+    bool too_big = batch_adapt(s2, applied);
+    if (too_big && s2->state != HC_STAGE2_CLOSING) {
+        /* Fetched again from where the batch started, into smaller windows: no store read
+         * needed (the store is failing), and safe whatever the failed attempt did: if it did
+         * land, the next batch's compare-and-set against the same start fails and the stage
+         * re-reads the store's offsets, as after any ambiguous commit. */
+        for (int32_t p = 0; p < s2->parts_cap; p++) {
+            s2->parts[p].next = s2->parts[p].start;
+        }
+        hc_log_event(HC_LOG_WARN, s2->loop.name, "store_batch_failed", HC_LOG_INT("backoff_ms", 0),
+                     HC_LOG_STR("error", errstr),
+                     HC_LOG_STR("then", "smaller windows from the batch's start"));
+        return step(s2, HC_STAGE2_EV_TOO_BIG, applied, errstr, errstr_size);
     }
     return step(s2, HC_STAGE2_EV_APPLIED, applied, errstr, errstr_size);
 }
@@ -1200,20 +1274,20 @@ static hc_partial_reason_t decode_record(hc_stage2_t *s2, const rd_kafka_message
     return reason;
 }
 
-/* Whether the record's n posts fit the open window within max.keys. The table holds max.keys
- * plus one record (HC_PACK_MAX_POSTS), so a record also fits an empty window when max.keys is
- * smaller than it. */
+/* Whether the record's n posts fit the open window within the batch limit (max.keys, or less
+ * while the store is slow: batch_adapt). The table holds max.keys plus one record
+ * (HC_PACK_MAX_POSTS), so a record also fits an empty window when the limit is smaller. */
 static bool has_room(const hc_stage2_t *s2, size_t n)
 {
     size_t count = hc_table_count(s2->tbl);
-    if (count == 0 || count + n <= (size_t)s2->cfg->max_keys) {
+    if (count == 0 || count + n <= s2->batch_limit) {
         return true; /* fits even if every post is new: no lookups (the usual case) */
     }
     size_t fresh = 0;
     for (size_t i = 0; i < n; i++) {
         fresh += hc_table_find(s2->tbl, s2->pack[i].post_id, s2->pack[i].post_id_len) == NULL;
     }
-    return count + fresh <= (size_t)s2->cfg->max_keys;
+    return count + fresh <= s2->batch_limit;
 }
 
 /* HC_PARTIAL_OVERFLOW when adding the record would take a post's delta or events, or the
@@ -1480,6 +1554,14 @@ hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_m
         goto fail;
     }
     s2->store_ops = store_ops;
+    /* the whole window at first; a batch should take at most a quarter of the store's batch
+     * bound (and never less than a window's length) */
+    s2->batch_floor = HC_PACK_MAX_POSTS;
+    s2->batch_limit =
+        (size_t)cfg->max_keys > s2->batch_floor ? (size_t)cfg->max_keys : s2->batch_floor;
+    int64_t target = hc_timeouts_of(cfg, &(hc_timeouts_t){0})->store_batch_ms / 4;
+    s2->batch_target_ms = target > cfg->flush_ms ? target : cfg->flush_ms;
+    hc_metric_set(metrics->store_batch_limit, (int64_t)s2->batch_limit);
     err = open_store(s2, errstr, errstr_size);
     if (err == HC_ERR_TRANSIENT) {
         /* the store is down: on_start waits for it */
@@ -1531,6 +1613,11 @@ int64_t hc_stage2_heartbeat_ms(const hc_stage2_t *s2)
 int hc_stage2_assigned(const hc_stage2_t *s2)
 {
     return hc_stage_loop_assigned(&s2->loop);
+}
+
+size_t hc_stage2_batch_limit(const hc_stage2_t *s2)
+{
+    return s2->batch_limit;
 }
 
 rd_kafka_t *hc_stage2_consumer(hc_stage2_t *s2)

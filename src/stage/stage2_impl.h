@@ -14,6 +14,9 @@
  *   RETRY --retry due: apply the same batch--> IDLE / RETRY / REREAD
  *   RETRY_REWIND --apply--> REWIND -> IDLE (the turned-away partials fetched again) /
  *                           RETRY_REWIND / REREAD
+ *   OPEN, FULL, RETRY, RETRY_REWIND --too big (a failed batch above the shrunk batch
+ *                           limit)--> REWIND -> IDLE (every partition sought back to the
+ *                           batch's start: smaller windows carry the same partials)
  *   OPEN, FULL, RETRY, RETRY_REWIND --close (revoke, stop)--> CLOSING --one apply, any
  *                           outcome--> IDLE: the partitions are going away, nothing repositions
  *   any --fatal outcome, the stage failing elsewhere, or an event the state does not
@@ -35,8 +38,9 @@ typedef enum hc_stage2_state {
     HC_STAGE2_RETRY,        /* the batch failed transiently: partitions paused; at retry time the
                              * same batch (same deltas, same expected offsets) is applied again */
     HC_STAGE2_RETRY_REWIND, /* RETRY, and a partial was turned away meanwhile */
-    HC_STAGE2_REWIND,       /* the batch landed; seek to each partition's next offset, which
-                             * fetches the turned-away partials again */
+    HC_STAGE2_REWIND,       /* seek to each partition's next offset: after a landed batch, it
+                             * fetches the turned-away partials again; after one too big, next
+                             * was set back to start, and the whole window is fetched again */
     HC_STAGE2_REREAD,       /* the compare-and-set was lost: the window is dropped, seek to the
                              * offsets the store holds now */
     HC_STAGE2_CLOSING,      /* the partitions are going away (revoke, stop): one apply, then IDLE
@@ -54,6 +58,11 @@ typedef enum hc_stage2_event {
                                 * last wrote or read (the store forgot, went back, or another
                                 * owner moved them), or another server: re-read them */
     HC_STAGE2_EV_FAIL,         /* the stage failed elsewhere: drop the window, commit nothing */
+    HC_STAGE2_EV_TOO_BIG,      /* the batch failed transiently (a timeout, throttling, an
+                                * outage) and holds more posts than the store is now trusted to
+                                * take (stage 2's batch limit shrank below it): drop the window
+                                * and fetch again from the batch's start offsets, so that
+                                * smaller windows carry the same partials */
 } hc_stage2_event_t;
 
 /* The legal transitions, all of them. outcome is read for HC_STAGE2_EV_APPLIED only (an
@@ -68,6 +77,10 @@ const char *hc_stage2_state_name(hc_stage2_state_t state);
 hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_metrics_t *metrics,
                            const struct hc_store_ops *store_ops, hc_stage2_t **s2p, char *errstr,
                            size_t errstr_size);
+
+/* The posts a window may hold now (the adaptive batch limit: max.keys, shrunk while the store
+ * is slow or throttles, grown back as it keeps up). The stage's thread, or after the run. */
+size_t hc_stage2_batch_limit(const hc_stage2_t *s2);
 
 /* Partials turned away while a batch waited for its retry, since hc_stage2_new (the stage's
  * thread, or after hc_stage2_run returned). Paused partitions deliver none. */

@@ -45,11 +45,13 @@ struct hc_fake_store {
     size_t batch_n, batch_cap;
     fake_count_t refuse[8]; /* posts refused with HC_ERR_RECORD */
     size_t refuse_n;
-    int fail_reads; /* read_offsets calls still to fail */
-    int fail_opens; /* opens still to fail */
-    int reads;      /* read_offsets calls */
-    int epoch;      /* the identity: bumped by hc_fake_store_forget(..., true) */
-    bool down;      /* every apply fails with HC_ERR_TRANSIENT (hc_fake_store_set_down) */
+    int fail_reads;        /* read_offsets calls still to fail */
+    int fail_opens;        /* opens still to fail */
+    int reads;             /* read_offsets calls */
+    int epoch;             /* the identity: bumped by hc_fake_store_forget(..., true) */
+    bool down;             /* every apply fails with HC_ERR_TRANSIENT (hc_fake_store_set_down) */
+    size_t throttle_above; /* a batch with more deltas fails with HC_ERR_TRANSIENT; 0: none */
+    int64_t us_per_delta;  /* an apply takes this long per delta (a slow store) */
 };
 
 /* A handle: what hc_store_open_ops hands out. */
@@ -350,6 +352,13 @@ static hc_err_t fake_apply(hc_store_t *st, const hc_store_batch_t *batch, char *
     hc_fake_store_t *fake = fake_of(st);
     hc_fake_batch_t *rec = batch_copy(batch);
     pthread_mutex_lock(&fake->mu);
+    int64_t us = fake->us_per_delta * (int64_t)batch->delta_count;
+    pthread_mutex_unlock(&fake->mu);
+    if (us > 0) { /* a slow server, outside the lock: the test reads meanwhile */
+        struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&fake->mu);
     script_entry_t entry = {HC_FAKE_PASS, NULL};
     if (fake->script_n > 0) {
         entry = fake->script[fake->script_head];
@@ -357,7 +366,7 @@ static hc_err_t fake_apply(hc_store_t *st, const hc_store_batch_t *batch, char *
         fake->script_n--;
     }
     rec->script = entry.what;
-    if (fake->down) {
+    if (fake->down || (fake->throttle_above > 0 && batch->delta_count > fake->throttle_above)) {
         rec->script = HC_FAKE_TRANSIENT; /* the scripted entry waits for the next batch */
         if (entry.what != HC_FAKE_PASS || entry.other) {
             fake->script_head = (fake->script_head + SCRIPT_MAX - 1) % SCRIPT_MAX;
@@ -536,6 +545,20 @@ void hc_fake_store_set_down(hc_fake_store_t *fake, bool down)
 {
     pthread_mutex_lock(&fake->mu);
     fake->down = down;
+    pthread_mutex_unlock(&fake->mu);
+}
+
+void hc_fake_store_throttle_above(hc_fake_store_t *fake, size_t max_deltas)
+{
+    pthread_mutex_lock(&fake->mu);
+    fake->throttle_above = max_deltas;
+    pthread_mutex_unlock(&fake->mu);
+}
+
+void hc_fake_store_slow(hc_fake_store_t *fake, int64_t us_per_delta)
+{
+    pthread_mutex_lock(&fake->mu);
+    fake->us_per_delta = us_per_delta;
     pthread_mutex_unlock(&fake->mu);
 }
 

@@ -61,6 +61,12 @@ void hc_fake_store_refuse_post(hc_fake_store_t *fake, const char *post_id, size_
  * waits); reads still answer: a store whose writes time out, or that throttles every write. */
 void hc_fake_store_set_down(hc_fake_store_t *fake, bool down);
 
+/* From now on a batch with more than max_deltas deltas fails with HC_ERR_TRANSIENT and changes
+ * nothing, as a store throttles what exceeds its capacity or times a batch out (0: none). */
+void hc_fake_store_throttle_above(hc_fake_store_t *fake, size_t max_deltas);
+/* From now on an apply takes us_per_delta microseconds per delta before it answers. */
+void hc_fake_store_slow(hc_fake_store_t *fake, int64_t us_per_delta);
+
 /* The next n hc_store_read_offsets calls fail with HC_ERR_TRANSIENT (a store that is down). */
 void hc_fake_store_fail_reads(hc_fake_store_t *fake, int n);
 /* The next n opens of a handle on this fake fail with HC_ERR_TRANSIENT (a server not up yet). */

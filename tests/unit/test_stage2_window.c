@@ -73,6 +73,21 @@ static void open_transient_retries(void **state)
     assert_int_equal(applied(S(OPEN), HC_ERR_TRANSIENT), S(RETRY));
 }
 
+/* Mutant: a failed batch above the shrunk batch limit is retried as it is (it fails the same
+ * way forever) instead of being fetched again from its start in smaller windows. From every
+ * state that holds a batch; nowhere else. */
+static void too_big_rewinds_from_every_batch_state(void **state)
+{
+    (void)state;
+    assert_int_equal(next(S(OPEN), EV(TOO_BIG), HC_ERR_TRANSIENT), S(REWIND));
+    assert_int_equal(next(S(FULL), EV(TOO_BIG), HC_ERR_TRANSIENT), S(REWIND));
+    assert_int_equal(next(S(RETRY), EV(TOO_BIG), HC_ERR_TRANSIENT), S(REWIND));
+    assert_int_equal(next(S(RETRY_REWIND), EV(TOO_BIG), HC_ERR_TRANSIENT), S(REWIND));
+    assert_int_equal(next(S(IDLE), EV(TOO_BIG), HC_ERR_TRANSIENT), S(FAILED));
+    assert_int_equal(next(S(CLOSING), EV(TOO_BIG), HC_ERR_TRANSIENT), S(FAILED));
+    assert_int_equal(next(S(REWIND), EV(TOO_BIG), HC_ERR_TRANSIENT), S(FAILED));
+}
+
 /* Mutant: a lost compare-and-set is retried (forever: the offsets moved) instead of re-read. */
 static void open_conflict_rereads(void **state)
 {
@@ -231,6 +246,7 @@ int main(void)
         cmocka_unit_test(open_applied_ok_is_idle),
         cmocka_unit_test(open_transient_retries),
         cmocka_unit_test(open_conflict_rereads),
+        cmocka_unit_test(too_big_rewinds_from_every_batch_state),
         cmocka_unit_test(open_fatal_fails),
         cmocka_unit_test(open_close_is_closing),
         cmocka_unit_test(full_applied_ok_is_idle),

@@ -34,6 +34,7 @@
  * | hotcount_partition_stalls_total | counter | stage="1"\|"2" | partitions found standing still past `partition.progress.ms` |
  * | hotcount_events_stored_total | counter | | raw events covered by committed store batches |
  * | hotcount_store_seconds | histogram | | one store batch apply (hc_store_apply), any outcome |
+ * | hotcount_store_batch_limit_posts | gauge | | stage 2's batch limit: max.keys, shrunk while the store commits slowly, throttles or times out, grown back as it keeps up (docs/EVENTS.md `store_batch_limit`) |
  * | hotcount_batch_posts | histogram | | posts per committed store batch |
  * | hotcount_flush_seconds | histogram | stage="1"\|"2" | one window flush, from its decision to done |
  * | hotcount_end_to_end_seconds | histogram | | event `ts` to the store commit that counted it |
@@ -173,6 +174,7 @@ typedef struct hc_metrics {
     atomic_int_fast64_t hotkeys_leave_milli; /* hotkeys.leave.rate x 1000 */
     /* both stages: partitions found standing still (hc_metrics_partition_stalled), by kind */
     atomic_int_fast64_t partition_stalls[HC_METRICS_STAGE_COUNT];
+    atomic_int_fast64_t store_batch_limit; /* stage 2's adaptive batch limit, in posts */
 
     /* histograms: buckets set by hc_metrics_init */
     hc_histogram_t end_to_end_seconds;                    /* event ts -> store commit */
