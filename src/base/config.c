@@ -171,6 +171,11 @@ static const key_def_t keys[] = {
     /* Bounds stage 2's hot set (about 1.3 KB per post, hotset.h) whatever the number of posts. */
     KEY_I64("hotkeys.max", hotkeys_max, "1000", 1, 100000, NULL,
             "stage 2: most posts in its hot set; hotter newcomers evict the coldest"),
+    /* Below the supervisors' own grace before SIGKILL (deploy/: 60 s in the k8s manifests and
+     * the systemd units), so that the process ends itself, logging why. */
+    KEY_I64("stop.timeout.ms", stop_timeout_ms, "15000", 1000, 3600000, NULL,
+            "a stage asked to stop (SIGTERM) that has not finished this long after exits with "
+            "status 5, leaving its open window to be read again"),
     /* 0 derives it (hotcount/timeouts.h): a few windows plus the store's batch bound, so a
      * partition is called stalled only once no bounded call could still be on its way. */
     KEY_I64("partition.progress.ms", partition_progress_ms, "0", 0, 86400000, NULL,

@@ -15,8 +15,9 @@
 #define HC_EXIT_OK 0
 #define HC_EXIT_FAILED 1
 #define HC_EXIT_USAGE 2
-#define HC_EXIT_WATCHDOG 3 /* a stage hung in a call: restart the process */
-#define HC_EXIT_STALLED 4  /* a partition stood still past its recovery: restart the process */
+#define HC_EXIT_WATCHDOG 3     /* a stage hung in a call: restart the process */
+#define HC_EXIT_STALLED 4      /* a partition stood still past its recovery: restart the process */
+#define HC_EXIT_STOP_TIMEOUT 5 /* a stop took longer than stop.timeout.ms: left unfinished */
 #define HC_CLI_MAX_OPTS 24
 
 typedef struct hc_cli_opt {

@@ -1,6 +1,7 @@
 /* stage1, stage2 and run: the long-running consumers. Each stage runs on its own thread until
  * SIGINT/SIGTERM; a stage that fails stops the others, and the process exits 1 with its
  * reason (2 for a configuration error found when the clients are created). */
+#include <pthread.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +62,40 @@ static void watchdog(const hc_timeouts_t *t, const hc_pipeline_t *pl)
     }
 }
 
+/* The stop's bound. A stop closes the open window (a commit, a store batch), drains, leaves the
+ * group and frees the clients; each step has its own bound, but together, with the store and
+ * the broker out of reach, they add up to minutes (a store batch's retries, a transactional
+ * call's 60 s, a drain's 10 s, the close's 5 s). A stage that is asked to stop must be gone
+ * within stop.timeout.ms whatever it waits on: past it, the process leaves the rest to the
+ * exactly-once machinery (the open transaction aborts at its timeout or is fenced by the next
+ * incarnation; a store batch that did not land left the offsets where they were) and exits with
+ * HC_EXIT_STOP_TIMEOUT. Detached, from the start (a stop can come while the stages are built):
+ * it waits for the stop flag, then for the bound; a clean stop within it exits first. */
+static int64_t stop_timeout_ms;
+
+static void *stop_timer(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&hc_cli_stop)) { /* a stop may come while the stages are being built */
+        hc_sleep_ms(50);
+    }
+    hc_sleep_ms(stop_timeout_ms);
+    hc_log_event(HC_LOG_ERROR, "stop", "stop_timeout",
+                 HC_LOG_INT("stop_timeout_ms", stop_timeout_ms),
+                 HC_LOG_INT("exit_status", HC_EXIT_STOP_TIMEOUT));
+    _exit(HC_EXIT_STOP_TIMEOUT);
+    return NULL;
+}
+
+static void start_stop_timer(int64_t ms)
+{
+    pthread_t tid;
+    stop_timeout_ms = ms;
+    if (pthread_create(&tid, NULL, stop_timer, NULL) == 0) {
+        pthread_detach(tid);
+    }
+}
+
 static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, int n2)
 {
     hc_cli_t cli;
@@ -74,6 +109,7 @@ static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, in
         return status;
     }
     hc_cli_install_signals();
+    start_stop_timer(cli.cfg.stop_timeout_ms);
     hc_metrics_t metrics;
     hc_metrics_http_t *http = NULL;
     hc_pipeline_t *pl = NULL;
@@ -122,7 +158,9 @@ int hc_cmd_stage1(int argc, char **argv)
         "stage1", "",
         "Runs stage 1: consumes likes.raw, sums likes per post for flush.ms, and commits each "
         "window's partials, dead-letter records and offsets in one Kafka transaction. Stops "
-        "cleanly on SIGINT/SIGTERM (commits or aborts the open window, exit 0).",
+        "cleanly on SIGINT/SIGTERM (commits or aborts the open window, exit 0) within "
+        "stop.timeout.ms, else exits 5. Exit 3: the watchdog ended a stuck call; 4: a partition "
+        "stood still past its own recovery (partition_stalled_exit).",
         stage_opts};
     return run_stages(argc, argv, &cmd, 1, 0);
 }
@@ -133,7 +171,9 @@ int hc_cmd_stage2(int argc, char **argv)
         "stage2", "",
         "Runs stage 2: consumes likes.partials (read_committed), merges them per post and "
         "applies one atomic store batch per flush.ms: the deltas plus the consumed offsets, "
-        "conditional on the offsets it started from. Stops cleanly on SIGINT/SIGTERM.",
+        "conditional on the offsets it started from. Stops cleanly on SIGINT/SIGTERM within "
+        "stop.timeout.ms, else exits 5. Exit 3: the watchdog ended a stuck call; 4: a partition "
+        "stood still past its own recovery (partition_stalled_exit).",
         stage_opts};
     return run_stages(argc, argv, &cmd, 0, 1);
 }

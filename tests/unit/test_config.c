@@ -56,6 +56,7 @@ static const char *const all_keys[] = {
     "hotkeys.max",
     "watchdog.ms",
     "partition.progress.ms",
+    "stop.timeout.ms",
     "metrics.listen",
     "log.level",
     "log.format",

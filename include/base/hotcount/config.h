@@ -72,6 +72,7 @@ typedef struct hc_config {
     int64_t hotkeys_max;           /* stage 2's hot set: most members */
     int64_t watchdog_ms;           /* 0 = off */
     int64_t partition_progress_ms; /* 0 = derived (timeouts.partition_progress_ms) */
+    int64_t stop_timeout_ms;       /* a stop's whole bound (src/cli/cmd_stage.c) */
     char *metrics_listen;          /* "" = off */
     char *log_level;
     char *log_format;
