@@ -873,14 +873,14 @@ static hc_err_t step(hc_stage2_t *s2, hc_stage2_event_t ev, hc_err_t outcome, ch
  * failed transiently (a timeout, throttling, an outage) cuts it to a quarter of its size; one
  * that landed well within the target, near the limit, grows it by a quarter, up to max.keys
  * (multiplicative both ways: a store that comes back is used fully again within a few dozen
- * windows). Never below batch_floor, one packed record: a window takes records whole. Returns
+ * windows). Never below batch_floor, one packed record (or max.keys if smaller): a window
+ * takes records whole, and an empty window takes any record (has_room). Returns
  * true when a failed batch is above the new limit: retrying it as it is would fail again. */
 static bool batch_adapt(hc_stage2_t *s2, hc_err_t applied)
 {
     size_t was = s2->batch_limit;
     size_t n = s2->last_batch_posts;
-    size_t max =
-        (size_t)s2->cfg->max_keys > s2->batch_floor ? (size_t)s2->cfg->max_keys : s2->batch_floor;
+    size_t max = (size_t)s2->cfg->max_keys;
     size_t limit = was;
     if (applied == HC_OK && s2->last_batch_ms > s2->batch_target_ms) {
         double fit = (double)n * (double)s2->batch_target_ms / (double)s2->last_batch_ms;
@@ -1556,9 +1556,8 @@ hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_m
     s2->store_ops = store_ops;
     /* the whole window at first; a batch should take at most a quarter of the store's batch
      * bound (and never less than a window's length) */
-    s2->batch_floor = HC_PACK_MAX_POSTS;
-    s2->batch_limit =
-        (size_t)cfg->max_keys > s2->batch_floor ? (size_t)cfg->max_keys : s2->batch_floor;
+    s2->batch_limit = (size_t)cfg->max_keys;
+    s2->batch_floor = s2->batch_limit < HC_PACK_MAX_POSTS ? s2->batch_limit : HC_PACK_MAX_POSTS;
     int64_t target = hc_timeouts_of(cfg, &(hc_timeouts_t){0})->store_batch_ms / 4;
     s2->batch_target_ms = target > cfg->flush_ms ? target : cfg->flush_ms;
     hc_metric_set(metrics->store_batch_limit, (int64_t)s2->batch_limit);
