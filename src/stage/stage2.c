@@ -79,10 +79,11 @@ struct hc_stage2 {
     int64_t last_flush_wall_ms; /* when a flush last began, INT64_MIN before (window.h) */
     int64_t window_events;
     int64_t window_partials;
-    int64_t retry_at_ms;   /* RETRY, RETRY_REWIND: when the batch is applied again */
-    int retry_attempt;     /* failed attempts of the waiting batch: the back-off's attempt */
-    int64_t turned_away;   /* partials turned away while a batch waited (hc_stage2_turned_away) */
-    char store_error[200]; /* the last failed batch's error: what a stalled partition waits on */
+    int64_t window_records; /* records taken into the open window (a window takes them whole) */
+    int64_t retry_at_ms;    /* RETRY, RETRY_REWIND: when the batch is applied again */
+    int retry_attempt;      /* failed attempts of the waiting batch: the back-off's attempt */
+    int64_t turned_away;    /* partials turned away while a batch waited (hc_stage2_turned_away) */
+    char store_error[200];  /* the last failed batch's error: what a stalled partition waits on */
     /* The adaptive batch limit (batch_adapt): the posts a window may hold, between
      * batch_floor and max.keys; the duration a batch should stay under; and the last applied
      * batch's size and duration. */
@@ -255,6 +256,7 @@ static void window_drop(hc_stage2_t *s2)
     }
     s2->window_events = 0;
     s2->window_partials = 0;
+    s2->window_records = 0;
     s2->source_n = 0;
 }
 
@@ -875,7 +877,8 @@ static hc_err_t step(hc_stage2_t *s2, hc_stage2_event_t ev, hc_err_t outcome, ch
  * (multiplicative both ways: a store that comes back is used fully again within a few dozen
  * windows). Never below batch_floor, one packed record (or max.keys if smaller): a window
  * takes records whole, and an empty window takes any record (has_room). Returns
- * true when a failed batch is above the new limit: retrying it as it is would fail again. */
+ * true when a failed batch of several records is above the new limit: retrying it as it is
+ * would fail again. */
 static bool batch_adapt(hc_stage2_t *s2, hc_err_t applied)
 {
     size_t was = s2->batch_limit;
@@ -900,7 +903,8 @@ static bool batch_adapt(hc_stage2_t *s2, hc_err_t applied)
                      HC_LOG_INT("batch_ms", s2->last_batch_ms),
                      HC_LOG_STR("outcome", hc_err_name(applied)));
     }
-    return applied == HC_ERR_TRANSIENT && n > limit;
+    /* one record cannot be cut (a window takes records whole): it is retried as it is */
+    return applied == HC_ERR_TRANSIENT && n > limit && s2->window_records > 1;
 }
 
 static hc_err_t flush(hc_stage2_t *s2, hc_err_t *outcome, char *errstr, size_t errstr_size)
@@ -1419,6 +1423,7 @@ static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *err
         return err;
     }
     s2->window_partials += counted ? (int64_t)n : 0; /* posts, as stage 1 counts them */
+    s2->window_records++;
     ps->touched = true;
     ps->next = rkm->offset + 1;
     return HC_OK;
