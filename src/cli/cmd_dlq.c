@@ -5,7 +5,6 @@
  * no group, read_committed (a dead letter of an aborted stage-1 transaction is not one). */
 #include <inttypes.h>
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,17 +206,6 @@ static void print_list(const dlq_ctx_t *ctx, int64_t scanned, bool partial)
     free(hours);
 }
 
-/* The tests' kill -9 at the worst moment: HC_TEST_REPLAY_KILL_AT_BATCH=K kills the replay after
- * batch K's records are written, before its transaction commits. */
-static void kill_at_batch(int64_t batch, void *opaque)
-{
-    (void)opaque;
-    const char *at = getenv("HC_TEST_REPLAY_KILL_AT_BATCH");
-    if (at && strtoll(at, NULL, 10) == batch) {
-        raise(SIGKILL);
-    }
-}
-
 static int replay(hc_cli_t *cli, const dlq_filter_t *filter)
 {
     uint64_t batch = 500;
@@ -244,8 +232,7 @@ static int replay(hc_cli_t *cli, const dlq_filter_t *filter)
         .dry_run = hc_cli_has(cli, "dry-run"),
         .group = g,
         .transactional_id = g,
-        .batch = (int64_t)batch,
-        .before_commit = getenv("HC_TEST_REPLAY_KILL_AT_BATCH") ? kill_at_batch : NULL};
+        .batch = (int64_t)batch};
     hc_replay_stats_t st;
     char errstr[512];
     hc_err_t err = hc_dlq_replay(&cli->cfg, &o, &st, errstr, sizeof(errstr));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `hotcount dlq replay`, exactly once through a kill -9, against a real broker:
 #
-#   dlq_replay.sh HOTCOUNT
+#   dlq_replay.sh HOTCOUNT REPLAY_KILL     (REPLAY_KILL: tests/support/replay_kill.c)
 #
 # Stage 1 runs with event.max.bytes=300 and dead-letters 30 valid but oversized likes (posts
 # big-0..big-29) as too_large; a dead letter that already carries hotcount-replayed-from (post
@@ -18,7 +18,8 @@
 #     2 writes them; its value a valid-looking like of post foreign-0) is never replayed: every
 #     run counts it in skipped_foreign, and foreign-0 counts 0.
 set -euo pipefail
-hc=$(realpath "${1:?usage: dlq_replay.sh HOTCOUNT}")
+hc=$(realpath "${1:?usage: dlq_replay.sh HOTCOUNT REPLAY_KILL}")
+replay_kill=$(realpath "${2:?usage: dlq_replay.sh HOTCOUNT REPLAY_KILL}")
 here=$(cd "$(dirname "$0")" && pwd)
 : "${HC_TEST_BROKERS:?run under tests/harness/with-servers}"
 
@@ -79,8 +80,9 @@ EOF
 [ "$(raw_end || true)" = "$before" ] || fail "the dry run wrote to topic.raw"
 
 rc=0
-HC_TEST_REPLAY_KILL_AT_BATCH=2 "$hc" dlq replay "${cfg[@]}" --reason too_large --batch 10 \
-    >"$work/replay1.log" 2>&1 || rc=$?
+# the replay of `hotcount dlq replay`, with a hook that SIGKILLs it after batch 2's records are
+# written and before its transaction commits (tests/support/replay_kill.c)
+"$replay_kill" 2 too_large 10 "${cfg[@]}" >"$work/replay1.log" 2>&1 || rc=$?
 [ "$rc" -eq 137 ] || fail "the replay was to be killed at its 2nd batch, exited $rc"
 out=$("$hc" dlq replay "${cfg[@]}" --reason too_large --batch 10 --json) || fail "rerun: $out"
 python3 - "$out" <<'EOF' || fail "rerun: $out"
