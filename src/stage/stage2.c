@@ -1493,8 +1493,12 @@ static hc_err_t on_recover(void *stage, int32_t partition, char *why, size_t why
         hc_errstr_set(why, why_size, "in the open window, which closes within flush.ms");
         return HC_ERR_TRANSIENT;
     }
-    if (!s2->st || assignment_lost(s2)) {
-        hc_errstr_set(why, why_size, "no store or no assignment yet");
+    if (!s2->st) {
+        hc_errstr_set(why, why_size, "the store was never reached");
+        return HC_ERR_TRANSIENT;
+    }
+    if (assignment_lost(s2)) { /* a zombie back from a pause: the group moved on */
+        hc_errstr_set(why, why_size, "assignment lost: waiting for the next one");
         return HC_ERR_TRANSIENT;
     }
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
