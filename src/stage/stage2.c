@@ -37,6 +37,9 @@
 #include "hotcount/window.h"
 #include "stage2_impl.h"
 
+/* The batch limit's start (batch_adapt's slow start): four full packed records. */
+#define BATCH_START_POSTS (4 * HC_PACK_MAX_POSTS)
+
 typedef struct part_state {
     bool assigned;
     bool gap;      /* held back: the partials its counts need are past retention (retention_gap) */
@@ -89,6 +92,7 @@ struct hc_stage2 {
      * batch's size and duration. */
     size_t batch_limit;
     size_t batch_floor;
+    bool batch_pushed_back; /* the limit shrank once: grow by quarters from then on */
     int64_t batch_target_ms;
     size_t last_batch_posts;
     int64_t last_batch_ms;
@@ -869,8 +873,9 @@ static hc_err_t step(hc_stage2_t *s2, hc_stage2_event_t ev, hc_err_t outcome, ch
 /* Applies the window's batch and moves on by its outcome (returned in *outcome when not NULL).
  * HC_OK unless the stage must stop. */
 /* The batch limit follows the store's pace, so that a slow or throttling store slows stage 2
- * down instead of stopping it: a window the store cannot commit within its bound would fail
- * the same way at every retry (and a restart would meet the same backlog). A batch that landed
+ * down instead of stopping it (it starts at BATCH_START_POSTS and doubles while batches are
+ * fast, until the store first pushes back): a window the store cannot commit within its bound would
+ * fail the same way at every retry (and a restart would meet the same backlog). A batch that landed
  * slower than batch_target_ms shrinks the limit to what would have taken the target; one that
  * failed transiently (a timeout, throttling, an outage) cuts it to a quarter of its size; one
  * that landed well within the target, near the limit, grows it by a quarter, up to max.keys
@@ -889,11 +894,13 @@ static bool batch_adapt(hc_stage2_t *s2, hc_err_t applied)
         double fit = (double)n * (double)s2->batch_target_ms / (double)s2->last_batch_ms;
         limit = fit < (double)limit ? (size_t)fit : limit;
     } else if (applied == HC_OK && s2->last_batch_ms * 2 < s2->batch_target_ms && n * 2 >= was) {
-        limit = was + was / 4 + 1;
+        /* doubling until the store first pushed back (a slow start), then by quarters */
+        limit = s2->batch_pushed_back ? was + was / 4 + 1 : was * 2;
     } else if (applied == HC_ERR_TRANSIENT) {
         limit = n / 4 < limit ? n / 4 : limit;
     }
     limit = limit < s2->batch_floor ? s2->batch_floor : limit > max ? max : limit;
+    s2->batch_pushed_back |= limit < was;
     if (limit != was) {
         s2->batch_limit = limit;
         hc_metric_set(s2->metrics->store_batch_limit, (int64_t)limit);
@@ -1563,10 +1570,16 @@ hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_m
         goto fail;
     }
     s2->store_ops = store_ops;
-    /* the whole window at first; a batch should take at most a quarter of the store's batch
-     * bound (and never less than a window's length) */
-    s2->batch_limit = (size_t)cfg->max_keys;
-    s2->batch_floor = s2->batch_limit < HC_PACK_MAX_POSTS ? s2->batch_limit : HC_PACK_MAX_POSTS;
+    /* A slow start: the first batches are a few records, doubling while the store keeps up,
+     * so that a backlog's first batch against a slow store is not max.keys posts that take
+     * minutes before the limit has learned anything (a DynamoDB drain stood still for its first
+     * minute that way). */
+    s2->batch_floor =
+        (size_t)cfg->max_keys < HC_PACK_MAX_POSTS ? (size_t)cfg->max_keys : HC_PACK_MAX_POSTS;
+    s2->batch_limit =
+        (size_t)cfg->max_keys < BATCH_START_POSTS ? (size_t)cfg->max_keys : BATCH_START_POSTS;
+    /* a batch should take at most a quarter of the store's batch bound (and never less than
+     * a window's length) */
     int64_t target = hc_timeouts_of(cfg, &(hc_timeouts_t){0})->store_batch_ms / 4;
     s2->batch_target_ms = target > cfg->flush_ms ? target : cfg->flush_ms;
     hc_metric_set(metrics->store_batch_limit, (int64_t)s2->batch_limit);

@@ -262,8 +262,12 @@ int hc_stage_loop_assigned(const hc_stage_loop_t *loop)
 
 void hc_stage_loop_committed(hc_stage_loop_t *loop, int32_t partition, int64_t next)
 {
-    if (hc_progress_committed(&loop->progress, partition, next, hc_now_ms()) ==
-        HC_PROGRESS_REPORT_MOVING) {
+    int64_t now = hc_now_ms();
+    const hc_progress_part_t *pp = hc_progress_part(&loop->progress, partition);
+    if (pp && pp->committed != HC_PROGRESS_UNKNOWN && next > pp->committed) {
+        loop->committed_ms = now; /* a commit that moved on, not a baseline read */
+    }
+    if (hc_progress_committed(&loop->progress, partition, next, now) == HC_PROGRESS_REPORT_MOVING) {
         stall_gone(loop, partition);
         hc_log_event(HC_LOG_INFO, loop->name, "partition_moving",
                      HC_LOG_STR("topic", loop->opts.topic), HC_LOG_INT("partition", partition),
@@ -491,7 +495,17 @@ static hc_err_t stalled(hc_stage_loop_t *loop, int32_t p, hc_progress_action_t a
         ops->describe(loop->opts.stage, p, state, sizeof(state));
     }
     char why[256] = "";
-    hc_err_t rec = ops->recover ? ops->recover(loop->opts.stage, p, why, sizeof(why)) : HC_OK;
+    hc_err_t rec = HC_ERR_TRANSIENT;
+    if (action == HC_PROGRESS_RECOVER && loop->committed_ms > pp->recovered_ms) {
+        /* The stage committed other partitions since the last recovery: it is working, this
+         * partition is behind the others (a backlog drained through small batches, its records
+         * deep in the fetch queue), not forgotten. Seeking it again would send it to the back
+         * of that queue every bound, and an exit would meet the same backlog: it stays
+         * reported, and is left to come round. */
+        hc_errstr_set(why, sizeof(why), "behind the partitions the stage is committing");
+    } else {
+        rec = ops->recover ? ops->recover(loop->opts.stage, p, why, sizeof(why)) : HC_OK;
+    }
     if (rec != HC_OK && rec != HC_ERR_TRANSIENT) {
         hc_errstr_set(errstr, errstr_size, "%s", why);
         return rec;

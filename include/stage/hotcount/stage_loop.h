@@ -17,8 +17,9 @@
  *     fatal client errors of the consumer and the watched clients, when the clock was read
  *     every progress check: the partitions past partition.progress.ms judged against the
  *       broker's end; a stalled one reported (partition_stalled, the gauge, readiness) and
- *       ops->recover'ed; one the stage's own recovery does not move ends the run
- *       (HC_ERR_STALLED: the supervisor restarts the process)
+ *       ops->recover'ed; one the stage's own recovery does not move, while the stage commits
+ *       nothing else either, ends the run (HC_ERR_STALLED: the supervisor restarts the
+ *       process); one that lags while the stage commits others stays reported, not sought again
  *   ops->stopping (err)         close the open window on a clean stop, drain
  *   latch err, close the consumer (its last revoke sees hc_stage_loop_failed), report
  *
@@ -142,6 +143,7 @@ typedef struct hc_stage_loop {
      * judged every progress_check_ms against the broker's end. */
     hc_progress_t progress;
     int64_t progress_check_at_ms;
+    int64_t committed_ms; /* the stage's last commit on any partition (hc_stage_loop_committed) */
 } hc_stage_loop_t;
 
 /* Creates the consumer for opts->role with the loop's rebalance and statistics callbacks (the
