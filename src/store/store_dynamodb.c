@@ -38,9 +38,16 @@
  * Redis' SCAN: consistent while nothing writes). A Scan reads the whole table: about one read
  * unit per 4 KB of items, so `top` on 10 million posts reads ~1 GB and costs ~250 000 units.
  *
- * Errors: connection failures, timeouts, 5xx, throttling (ProvisionedThroughputExceeded,
- * Throttling, RequestLimitExceeded) and transaction conflicts are retried here with capped
- * exponential back-off and full jitter, then HC_ERR_TRANSIENT. A missing table is HC_ERR_FATAL
+ * Errors: connection failures, timeouts, 5xx, HTTP 429, throttling
+ * (ProvisionedThroughputExceeded, Throttling, RequestLimitExceeded, a cancelled transaction whose
+ * reasons are throttling) and transaction conflicts are retried here with capped exponential
+ * back-off and full jitter, then HC_ERR_TRANSIENT. One apply, every request and back-off of it
+ * included, ends by cfg->timeouts.store_batch_ms: past that it returns HC_ERR_TRANSIENT where it
+ * stands (a request cut short is an ambiguous one), and the next apply of the group rolls the
+ * begun batch forward from its marker, so a batch of thousands of slow requests is finished over
+ * several applies instead of holding stage 2 in one call. batch->on_progress is called after
+ * each write request that got through (a staged BatchWriteItem, the begin, each part, including
+ * a rolled-forward batch's, the finish, a single transaction). A missing table is HC_ERR_FATAL
  * ("run hotcount init"); other 4xx are HC_ERR_FATAL with DynamoDB's error type and message. A
  * delta that would take a count past int64 (DynamoDB's numbers would hold it) is HC_ERR_RECORD
  * naming the post: each count update is conditional on staying inside int64, and a split batch
@@ -60,6 +67,7 @@
 
 #include "hotcount/clock.h"
 #include "hotcount/log.h"
+#include "hotcount/timeouts.h"
 
 #define DDB_URI_PREFIX "dynamodb://"
 #define DDB_URI_FORM "dynamodb://REGION[/PREFIX][?endpoint=URL&profile=NAME]"
@@ -113,7 +121,16 @@ typedef struct ddb_store {
     size_t resp_cap;
     const hc_ddb_test_hooks_t *hooks; /* borrowed, NULL in the product */
     hc_ddb_usage_t usage;
-    size_t marker_bytes; /* the size of the marker this handle last wrote or read */
+    size_t marker_bytes;         /* the size of the marker this handle last wrote or read */
+    int64_t batch_ms;            /* cfg->timeouts.store_batch_ms: one apply, every request of it */
+    int64_t deadline_ms;         /* while an apply runs, when it must end (hc_now_ms()); else 0 */
+    const hc_store_batch_t *cur; /* the batch of the apply that runs, for its on_progress */
+    /* A split batch not begun yet whose apply ended early (its deadline, a throttled call):
+     * its id, how many of its deltas (in part order) were found clear of int64 and how many
+     * of its parts were staged. A retry of the same batch goes on from there. */
+    char resume_id[33];
+    size_t resume_checked;
+    size_t resume_staged;
 } ddb_store_t;
 
 /* What a request came back with, beyond HC_OK. */
@@ -261,6 +278,9 @@ static bool retryable_type(const char *type)
         "ServiceUnavailable",
         "TransactionInProgressException",
         "LimitExceededException",
+        "Throttling",
+        "TooManyRequestsException",
+        "ReplicatedWriteConflictException",
     };
     size_t i;
 
@@ -293,14 +313,46 @@ static bool cancel_is_transient(const json_t *body)
     return false;
 }
 
-static void backoff(int attempt)
+/* What is left of the running apply's store_batch_ms, or INT64_MAX outside an apply. */
+static int64_t time_left(const ddb_store_t *ds)
+{
+    return ds->deadline_ms > 0 ? ds->deadline_ms - hc_now_ms() : INT64_MAX;
+}
+
+/* Full jitter over a capped exponential, never past the apply's deadline. */
+static void backoff(const ddb_store_t *ds, int attempt)
 {
     int64_t cap = DDB_BACKOFF_BASE_MS << (attempt < 6 ? attempt : 6);
+    int64_t ms;
+    int64_t left = time_left(ds);
 
     if (cap > DDB_BACKOFF_CAP_MS) {
         cap = DDB_BACKOFF_CAP_MS;
     }
-    hc_sleep_ms((int64_t)(rand64() % (uint64_t)(cap + 1)));
+    ms = (int64_t)(rand64() % (uint64_t)(cap + 1));
+    hc_sleep_ms(ms < left ? ms : left > 0 ? left : 0);
+}
+
+/* A write request of the running apply got through: tell its caller (hotcount/store.h). */
+static void progress(const ddb_store_t *ds)
+{
+    if (ds->cur != NULL && ds->cur->on_progress != NULL) {
+        ds->cur->on_progress(ds->cur->progress_opaque);
+    }
+}
+
+/* HC_ERR_TRANSIENT once the running apply has used its store_batch_ms. */
+static hc_err_t past_deadline(const ddb_store_t *ds, const char *op, char *errstr,
+                              size_t errstr_size)
+{
+    if (time_left(ds) > 0) {
+        return HC_OK;
+    }
+    hc_errstr_set(errstr, errstr_size,
+                  "dynamodb %s: the batch took longer than store_batch_ms (%" PRId64
+                  " ms); a begun batch goes on from its marker at the next apply",
+                  op, ds->batch_ms);
+    return HC_ERR_TRANSIENT;
 }
 
 /* ---- cost: capacity units by DynamoDB's published rules (docs/DYNAMODB.md, "Cost") ----
@@ -612,7 +664,6 @@ static hc_err_t ddb_call(ddb_store_t *ds, const char *op, json_t *req, ddb_reply
     curl_easy_setopt(ds->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(payload));
     curl_easy_setopt(ds->curl, CURLOPT_ERRORBUFFER, curl_err);
     timeout_ms = strcmp(op, "Scan") == 0 ? DDB_SCAN_TIMEOUT_MS : DDB_REQUEST_TIMEOUT_MS;
-    curl_easy_setopt(ds->curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 
     t0 = hc_now_ms();
     for (attempt = 0; attempt < DDB_ATTEMPTS; attempt++) {
@@ -620,8 +671,16 @@ static hc_err_t ddb_call(ddb_store_t *ds, const char *op, json_t *req, ddb_reply
             if (hc_now_ms() - t0 >= DDB_CALL_TIMEOUTS * timeout_ms) {
                 break;
             }
-            backoff(attempt);
+            backoff(ds, attempt);
         }
+        /* No attempt starts past the apply's deadline, and none outlives it. */
+        int64_t left = time_left(ds);
+        if (left <= 0) {
+            err = past_deadline(ds, op, errstr, errstr_size);
+            break;
+        }
+        curl_easy_setopt(ds->curl, CURLOPT_TIMEOUT_MS,
+                         (long)(left < timeout_ms ? left : timeout_ms));
         json_decref(rep->body);
         rep->body = NULL;
         rep->type[0] = '\0';
@@ -660,7 +719,7 @@ static hc_err_t ddb_call(ddb_store_t *ds, const char *op, json_t *req, ddb_reply
         snprintf(rep->type, sizeof(rep->type), "%s", type != NULL ? type : "");
         hc_errstr_set(errstr, errstr_size, "dynamodb %s: HTTP %ld %s: %s", op, rep->http,
                       rep->type[0] != '\0' ? rep->type : "error", msg != NULL ? msg : "");
-        if (rep->http >= 500 || retryable_type(rep->type) ||
+        if (rep->http >= 500 || rep->http == 429 || retryable_type(rep->type) ||
             (strcmp(rep->type, "TransactionCanceledException") == 0 &&
              cancel_is_transient(rep->body))) {
             err = HC_ERR_TRANSIENT;
@@ -995,6 +1054,10 @@ static hc_err_t ddb_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr,
         return HC_ERR_FATAL;
     }
     ds->base.ops = &hc_store_dynamodb_ops;
+    {
+        hc_timeouts_t scratch;
+        ds->batch_ms = hc_timeouts_of(cfg, &scratch)->store_batch_ms;
+    }
     err = parse_uri(ds, cfg->store, &profile, errstr, errstr_size);
     if (err == HC_OK) {
         err = load_credentials(ds, profile, errstr, errstr_size);
@@ -1642,7 +1705,7 @@ static hc_err_t batch_get(ddb_store_t *ds, const char *table, json_t *keys, item
                 hc_errstr_set(errstr, errstr_size, "dynamodb BatchGetItem: throttled");
                 return HC_ERR_TRANSIENT;
             }
-            backoff(rounds);
+            backoff(ds, rounds);
             req = json_pack("{s:{s:O}}", "RequestItems", table, left);
         }
         json_decref(rep.body);
@@ -1859,27 +1922,36 @@ static void on_total_item(const json_t *item, void *opaque)
     }
 }
 
+/* The counts of the posts of [from, to) in sorted order (at most GET_KEYS of them), into
+ * totals (indexed like in->deltas; 0 for a post not stored). */
+static hc_err_t read_totals_chunk(ddb_store_t *ds, const ddb_batch_t *b, size_t from, size_t to,
+                                  int64_t *totals, char *errstr, size_t errstr_size)
+{
+    totals_visit_t v = {b, totals};
+    const hc_store_batch_t *in = b->in;
+    json_t *keys = json_array();
+    size_t j;
+
+    for (j = from; j < to; j++) {
+        const hc_store_delta_t *d = &in->deltas[b->order[j]];
+        totals[b->order[j]] = 0;
+        json_array_append_new(keys,
+                              json_pack("{s:o}", "post_id", av_s(d->post_id, d->post_id_len)));
+    }
+    return batch_get(ds, ds->t_counts, keys, on_total_item, &v, errstr, errstr_size);
+}
+
 /* The counts of the batch's posts now, into totals (0 for a post not stored). */
 static hc_err_t read_totals(ddb_store_t *ds, const ddb_batch_t *b, int64_t *totals, char *errstr,
                             size_t errstr_size)
 {
-    totals_visit_t v = {b, totals};
-    const hc_store_batch_t *in = b->in;
+    size_t n = b->in->delta_count;
     size_t i;
-    size_t j;
     hc_err_t err;
 
-    for (i = 0; i < in->delta_count; i++) {
-        totals[i] = 0;
-    }
-    for (i = 0; i < in->delta_count; i += GET_KEYS) {
-        json_t *keys = json_array();
-        for (j = i; j < in->delta_count && j < i + GET_KEYS; j++) {
-            const hc_store_delta_t *d = &in->deltas[b->order[j]];
-            json_array_append_new(keys,
-                                  json_pack("{s:o}", "post_id", av_s(d->post_id, d->post_id_len)));
-        }
-        err = batch_get(ds, ds->t_counts, keys, on_total_item, &v, errstr, errstr_size);
+    for (i = 0; i < n; i += GET_KEYS) {
+        err = read_totals_chunk(ds, b, i, i + GET_KEYS < n ? i + GET_KEYS : n, totals, errstr,
+                                errstr_size);
         if (err != HC_OK) {
             return err;
         }
@@ -1959,6 +2031,7 @@ static hc_err_t run_parts(ddb_store_t *ds, ddb_batch_t *m, int64_t from, step_t 
         err = transact(ds, acts, want, true, &rep, errstr, errstr_size);
         if (err == HC_OK) {
             json_decref(rep.body);
+            progress(ds);
             j++;
             landed++;
             if (ds->hooks != NULL && ds->hooks->crash_after_parts > 0 &&
@@ -2038,6 +2111,7 @@ static hc_err_t run_parts(ddb_store_t *ds, ddb_batch_t *m, int64_t from, step_t 
     err = transact(ds, acts, m->offset_count + 1, false, &rep, errstr, errstr_size);
     if (err == HC_OK) {
         json_decref(rep.body);
+        progress(ds);
         *step = STEP_DONE;
         return HC_OK;
     }
@@ -2080,22 +2154,28 @@ static hc_err_t roll_forward(ddb_store_t *ds, const ddb_batch_t *ours, marker_t 
     other.offs = mk->offs; /* moved */
     other.offset_count = mk->offset_count;
     mk->offs = NULL;
-    /* A warning: it means an owner died or lost its partitions mid-batch (or two instances'
-     * split batches met on the group's one marker). */
+    /* A warning: it means an owner died or lost its partitions mid-batch, two instances'
+     * split batches met on the group's one marker, or an apply of this handle ran out of
+     * store_batch_ms and the caller came back with another batch (stage 2 shrinks a batch that
+     * failed). */
     hc_log(HC_LOG_WARN, "store",
-           "dynamodb: finishing batch %s of group %s (part %lld of %lld) left by another owner",
+           "dynamodb: finishing batch %s of group %s (part %lld of %lld), left unfinished by "
+           "another owner or an earlier apply",
            other.id, other.group, (long long)mk->done, (long long)mk->total);
     err = run_parts(ds, &other, mk->done, &step, errstr, errstr_size);
     free(other.offs);
     return err;
 }
 
-/* Step 1: every part into the staging table, 25 puts per BatchWriteItem. */
-static hc_err_t stage_parts(ddb_store_t *ds, const ddb_batch_t *b, char *errstr, size_t errstr_size)
+/* Step 1: every part from *staged on into the staging table, 25 puts per BatchWriteItem;
+ * *staged follows each request that landed whole, so that an apply cut short by its deadline
+ * goes on from there (ddb_store_t's resume_*). */
+static hc_err_t stage_parts(ddb_store_t *ds, const ddb_batch_t *b, size_t *staged, char *errstr,
+                            size_t errstr_size)
 {
     const hc_store_batch_t *in = b->in;
     int64_t expires = hc_wall_ms() / 1000 + STAGING_TTL_S;
-    size_t j = 0;
+    size_t j = *staged;
     hc_err_t err;
 
     while (j < b->parts) {
@@ -2135,6 +2215,7 @@ static hc_err_t stage_parts(ddb_store_t *ds, const ddb_batch_t *b, char *errstr,
                 json_decref(rep.body);
                 return err;
             }
+            progress(ds);
             left = json_object_get(json_object_get(rep.body, "UnprocessedItems"), ds->t_staging);
             if (json_array_size(left) > 0) {
                 if (++rounds > DDB_ATTEMPTS) {
@@ -2142,11 +2223,12 @@ static hc_err_t stage_parts(ddb_store_t *ds, const ddb_batch_t *b, char *errstr,
                     hc_errstr_set(errstr, errstr_size, "dynamodb BatchWriteItem: throttled");
                     return HC_ERR_TRANSIENT;
                 }
-                backoff(rounds);
+                backoff(ds, rounds);
                 req = json_pack("{s:{s:O}}", "RequestItems", ds->t_staging, left);
             }
             json_decref(rep.body);
         }
+        *staged = j;
     }
     return HC_OK;
 }
@@ -2194,6 +2276,9 @@ static hc_err_t begin_batch(ddb_store_t *ds, const ddb_batch_t *b, bool *marker_
                   "offsets", av_s(b->offsets_text, strlen(b->offsets_text)), "ConditionExpression",
                   "attribute_not_exists(batch_id)"));
     err = transact(ds, acts, b->offset_count + 1, false, &rep, errstr, errstr_size);
+    if (err == HC_OK) {
+        progress(ds);
+    }
     if (err == HC_OK || !is_cancelled(err, &rep)) {
         json_decref(rep.body);
         return err;
@@ -2252,6 +2337,7 @@ static hc_err_t apply_single(ddb_store_t *ds, const ddb_batch_t *b, bool *retry,
                    errstr, errstr_size);
     if (err == HC_OK) {
         json_decref(rep.body);
+        progress(ds);
         if (old != NULL) {
             for (i = 0; i < in->delta_count; i++) {
                 old[i] += in->deltas[i].delta;
@@ -2286,35 +2372,43 @@ static hc_err_t apply_single(ddb_store_t *ds, const ddb_batch_t *b, bool *retry,
  * and the marker holds the group from the begin), so the parts' own overflow conditions then
  * hold; run_parts says what happens if something outside the protocol writes a count
  * meanwhile. */
-static hc_err_t refuse_overflow(ddb_store_t *ds, const ddb_batch_t *b, char *errstr,
-                                size_t errstr_size)
+static hc_err_t refuse_overflow(ddb_store_t *ds, const ddb_batch_t *b, size_t *checked,
+                                char *errstr, size_t errstr_size)
 {
     const hc_store_batch_t *in = b->in;
     int64_t *now = malloc((in->delta_count + 1) * sizeof(*now));
-    hc_err_t err;
+    hc_err_t err = HC_OK;
+    size_t from;
     size_t i;
 
     if (now == NULL) {
         hc_errstr_set(errstr, errstr_size, "dynamodb store: out of memory");
         return HC_ERR_FATAL;
     }
-    err = read_totals(ds, b, now, errstr, errstr_size);
-    for (i = 0; err == HC_OK && i < in->delta_count; i++) {
-        size_t k = b->order[i]; /* the first in part order */
-        if (count_overflows(now[k], in->deltas[k].delta)) {
-            char likes[24];
-            snprintf(likes, sizeof(likes), "%lld", (long long)now[k]);
-            err = refuse_delta(in, k, likes, errstr, errstr_size);
+    /* In part order, a chunk of GET_KEYS at a time; *checked follows each chunk found fine, so
+     * that an apply cut short by its deadline goes on from there (ddb_store_t's resume_*). */
+    for (from = *checked; err == HC_OK && from < in->delta_count; from += GET_KEYS) {
+        size_t to = from + GET_KEYS < in->delta_count ? from + GET_KEYS : in->delta_count;
+        err = read_totals_chunk(ds, b, from, to, now, errstr, errstr_size);
+        for (i = from; err == HC_OK && i < to; i++) {
+            size_t k = b->order[i]; /* the first in part order */
+            if (count_overflows(now[k], in->deltas[k].delta)) {
+                char likes[24];
+                snprintf(likes, sizeof(likes), "%lld", (long long)now[k]);
+                err = refuse_delta(in, k, likes, errstr, errstr_size);
+            }
+        }
+        if (err == HC_OK) {
+            *checked = to;
         }
     }
     free(now);
     return err;
 }
 
-static hc_err_t ddb_apply(hc_store_t *st, const hc_store_batch_t *in, char *errstr,
-                          size_t errstr_size)
+static hc_err_t apply_batch(ddb_store_t *ds, const hc_store_batch_t *in, char *errstr,
+                            size_t errstr_size)
 {
-    ddb_store_t *ds = ddb_store(st);
     ddb_batch_t b;
     marker_t mk;
     hc_err_t err;
@@ -2368,7 +2462,7 @@ static hc_err_t ddb_apply(hc_store_t *st, const hc_store_batch_t *in, char *errs
             if (err != HC_OK || !again) {
                 goto out;
             }
-            backoff(round);
+            backoff(ds, round);
             continue;
         }
         if (b.offset_count > 0) {
@@ -2396,15 +2490,24 @@ static hc_err_t ddb_apply(hc_store_t *st, const hc_store_batch_t *in, char *errs
                 }
             }
         }
-        err = refuse_overflow(ds, &b, errstr, errstr_size);
-        if (err != HC_OK) {
-            goto out;
+        /* What an earlier apply of this very batch (same id: same group, topic, offsets,
+         * deltas and parts) checked and staged holds still: nothing of the group moved
+         * meanwhile without moving an offset, which the begin checks again. */
+        if (strcmp(ds->resume_id, b.id) != 0) {
+            snprintf(ds->resume_id, sizeof(ds->resume_id), "%s", b.id);
+            ds->resume_checked = 0;
+            ds->resume_staged = 0;
         }
-        err = stage_parts(ds, &b, errstr, errstr_size);
-        if (err != HC_OK) {
-            goto out;
+        err = refuse_overflow(ds, &b, &ds->resume_checked, errstr, errstr_size);
+        if (err == HC_OK) {
+            err = stage_parts(ds, &b, &ds->resume_staged, errstr, errstr_size);
         }
-        err = begin_batch(ds, &b, &again, errstr, errstr_size);
+        if (err == HC_OK) {
+            err = begin_batch(ds, &b, &again, errstr, errstr_size);
+        }
+        if (err != HC_ERR_TRANSIENT) {
+            ds->resume_id[0] = '\0'; /* begun, refused or lost: nothing to resume */
+        }
         if (err != HC_OK) {
             goto out;
         }
@@ -2424,6 +2527,22 @@ static hc_err_t ddb_apply(hc_store_t *st, const hc_store_batch_t *in, char *errs
     err = HC_ERR_TRANSIENT;
 out:
     batch_fini(&b);
+    return err;
+}
+
+/* One apply, every request of it within store_batch_ms (the deadline ddb_call and the back-offs
+ * keep to). */
+static hc_err_t ddb_apply(hc_store_t *st, const hc_store_batch_t *in, char *errstr,
+                          size_t errstr_size)
+{
+    ddb_store_t *ds = ddb_store(st);
+    hc_err_t err;
+
+    ds->deadline_ms = hc_now_ms() + ds->batch_ms;
+    ds->cur = in;
+    err = apply_batch(ds, in, errstr, errstr_size);
+    ds->deadline_ms = 0;
+    ds->cur = NULL;
     return err;
 }
 

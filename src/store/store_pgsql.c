@@ -45,14 +45,17 @@
  * the deltas are sent sorted (partition; id bytes): the upsert then locks rows in one order in
  * every batch and walks the primary key in order, and a deadlock that still happens is
  * HC_ERR_TRANSIENT. A post listed twice is summed, since ON CONFLICT refuses to touch a row
- * twice in one statement.
+ * twice in one statement. A batch's on_progress is called after each chunk's upsert. The whole
+ * batch, every statement of it, waits at most store_batch_ms (then HC_ERR_TRANSIENT, the
+ * connection dropped, which rolls the transaction back on the server).
  *
  * Errors: a lost connection (CONNECTION_BAD, SQLSTATE class 08, 57P01/57P02/57P03 shutdown or
  * start-up), 40001/40P01 (serialization failure, deadlock), 57014 (statement_timeout), 55P03
  * (lock timeout) and class 53 (too many connections, disk full, out of memory) are
- * HC_ERR_TRANSIENT; a delta that would take a count past bigint is HC_ERR_RECORD (the upsert's
- * WHERE leaves that row alone instead of raising 22003, see STMT_COUNTS_ADD); after a lost
- * connection the next call reconnects (PQreset) and prepares its
+ * HC_ERR_TRANSIENT, returned at once (the transaction rolled back: nothing changed): the store
+ * does not retry inside a call, stage 2's back-off does; a delta that would take a count past
+ * bigint is HC_ERR_RECORD (the upsert's WHERE leaves that row alone instead of raising 22003, see
+ * STMT_COUNTS_ADD); after a lost connection the next call reconnects (PQreset) and prepares its
  * statements again. A COMMIT whose answer is lost with the connection is ambiguous: it may have
  * landed. It is reported as HC_ERR_TRANSIENT all the same; stage 2 retries the same batch, and if
  * the first attempt did commit, the retry's compare-and-set fails with HC_ERR_CONFLICT and stage
@@ -1413,6 +1416,9 @@ static hc_err_t apply_batch(hc_store_t *st, const hc_store_batch_t *batch, char 
         }
         if (err != HC_OK) {
             goto fail_rollback;
+        }
+        if (batch->on_progress != NULL) {
+            batch->on_progress(batch->progress_opaque); /* a chunk's upsert got through */
         }
     }
     err = commit(pst, errstr, errstr_size);

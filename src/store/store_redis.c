@@ -71,12 +71,17 @@
  * (cfg->timeouts.store_statement_ms; a whole batch within store_batch_ms) is
  * HC_ERR_TRANSIENT; hiredis cannot reuse a context after an I/O error, so the handle drops it and
  * the next call reconnects (stage 2 then retries the same batch and the compare-and-set guards
- * it). Error replies that mean "not now" (LOADING, BUSY, MASTERDOWN, READONLY, OOM, MISCONF,
- * TRYAGAIN, ...) are HC_ERR_TRANSIENT too; READONLY and MASTERDOWN also drop the connection so
- * that the next call reaches whatever primary the address leads to by then. Anything else (a
- * script error, an unexpected reply) is HC_ERR_FATAL with the server's message; a count the
- * batch cannot add to (near overflow, not an integer) is HC_ERR_RECORD naming that delta. Run with
- * SIGPIPE ignored (the CLI does): hiredis writes with write(2).
+ * it: a command that timed out, say behind a DEBUG SLEEP, may still run once the server is back,
+ * and the retry then loses the compare-and-set). Error replies that mean "not now" (LOADING,
+ * BUSY: a script or function running past busy-reply-threshold, MASTERDOWN, READONLY, OOM,
+ * MISCONF, TRYAGAIN, ..., and "ERR max number of clients reached") are HC_ERR_TRANSIENT too,
+ * returned at once: the store does not retry inside a call, stage 2's back-off does; READONLY
+ * and MASTERDOWN also drop the connection so that the next call reaches whatever primary the
+ * address leads to by then. Anything else (a script error, an unexpected reply) is HC_ERR_FATAL
+ * with the server's message; a count the batch cannot add to (near overflow, not an integer) is
+ * HC_ERR_RECORD naming that delta. Run with SIGPIPE ignored (the CLI does): hiredis writes with
+ * write(2). A batch's on_progress is called after each part's script call that got through (a
+ * staged part, the commit).
  *
  * Not supported: Redis Cluster (the commit touches keys in every slot). Durability is the
  * server's: with AOF everysec a crash loses up to a second of batches, counts and offsets
@@ -562,6 +567,11 @@ static hc_err_t error_reply_class(const char *msg)
         if (first_word_is(msg, transient[i])) {
             return HC_ERR_TRANSIENT;
         }
+    }
+    /* maxclients: the server refuses a new connection with this before it closes it (the
+     * handshake's first command gets it); clients come and go, so it passes */
+    if (strncmp(msg, "ERR max number of clients reached", 33) == 0) {
+        return HC_ERR_TRANSIENT;
     }
     return HC_ERR_FATAL;
 }
@@ -1623,6 +1633,9 @@ static hc_err_t redis_apply(hc_store_t *st, const hc_store_batch_t *batch, char 
         err = run_script(rs, &rs->args, &reply, errstr, errstr_size);
         if (err == HC_OK) {
             err = part_outcome(reply, batch, last, errstr, errstr_size);
+        }
+        if (err == HC_OK && batch->on_progress != NULL) {
+            batch->on_progress(batch->progress_opaque); /* a part staged, or the commit */
         }
         start = end;
     } while (err == HC_OK && !last);

@@ -735,6 +735,78 @@ static void large_batch_applies_atomically(void **state)
     free(d);
 }
 
+/* hc_store_batch_t.on_progress: called on the caller's thread only while hc_store_apply runs,
+ * never after it returned; by every backend that sends a batch in several requests or
+ * statements (Redis: each part's script call, PostgreSQL: each chunk's upsert, DynamoDB: each
+ * write request) at least once for a batch that landed, and the batch lands the same as without
+ * it. SQLite commits in one transaction and need not call it. */
+typedef struct progress_probe {
+    bool in_apply;
+    pthread_t caller;
+    int calls;
+    int outside; /* calls outside hc_store_apply or on another thread */
+} progress_probe_t;
+
+static void on_progress_probe(void *opaque)
+{
+    progress_probe_t *p = opaque;
+
+    p->calls++;
+    if (!p->in_apply || !pthread_equal(p->caller, pthread_self())) {
+        p->outside++;
+    }
+}
+
+static void progress_is_reported_only_inside_apply(void **state)
+{
+    fixture_t *fx = *state;
+    size_t n = large_batch < 25000 ? large_batch : 25000; /* Redis: 3 parts */
+    hc_store_delta_t *d = calloc(n, sizeof(*d));
+    char *ids = calloc(n, 128);
+    hc_store_offset_t off = {.partition = 0, .expected = HC_OFFSET_NONE, .next = 10};
+    progress_probe_t probe = {.caller = pthread_self()};
+    const char *kind = hc_store_kind(fx->st);
+    hc_store_batch_t b;
+    visit_t v;
+    hc_err_t err;
+    size_t i;
+
+    assert_non_null(d);
+    assert_non_null(ids);
+    for (i = 0; i < n; i++) {
+        d[i].post_id = ids + i * 128;
+        d[i].post_id_len = (size_t)snprintf(ids + i * 128, 128, "%sprogress-%zu", fx->ns, i);
+        d[i].delta = 3;
+    }
+    b = batch_of(fx, &off, 1, d, n);
+    b.on_progress = on_progress_probe;
+    b.progress_opaque = &probe;
+    probe.in_apply = true;
+    err = hc_store_apply(fx->st, &b, fx->errstr, sizeof(fx->errstr));
+    probe.in_apply = false;
+    if (err != HC_OK) {
+        fail_msg("apply: %s: %s", hc_err_name(err), fx->errstr);
+    }
+    assert_int_equal(probe.outside, 0);
+    if (strcmp(kind, "sqlite") != 0 && probe.calls < 1) {
+        fail_msg("%s: a batch of %zu posts landed without one on_progress call", kind, n);
+    }
+    v = visit_all(fx);
+    assert_int_equal(v.seen, n);
+    assert_int_equal(v.sum, 3 * (int64_t)n);
+    assert_int_equal(offset_of(fx, 0), 10);
+
+    /* A stale batch changes nothing, whatever it reported; nothing comes after a return. */
+    probe.in_apply = true;
+    apply_conflicts(fx, fx->st, &b);
+    probe.in_apply = false;
+    v = visit_all(fx);
+    assert_int_equal(v.sum, 3 * (int64_t)n);
+    assert_int_equal(probe.outside, 0);
+    free(ids);
+    free(d);
+}
+
 static void post_ids_keep_their_bytes(void **state)
 {
     fixture_t *fx = *state;
@@ -1044,6 +1116,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(foreach_visits_each_row_once, setup, teardown),
         cmocka_unit_test_setup_teardown(offsets_only_batch_moves_offsets, setup, teardown),
         cmocka_unit_test_setup_teardown(large_batch_applies_atomically, setup, teardown),
+        cmocka_unit_test_setup_teardown(progress_is_reported_only_inside_apply, setup, teardown),
         cmocka_unit_test_setup_teardown(post_ids_keep_their_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(init_schema_repeats_and_keeps_data, setup, teardown),
         cmocka_unit_test_setup_teardown(overflowing_delta_is_a_refused_record, setup, teardown),

@@ -14,10 +14,13 @@
 
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -552,6 +555,401 @@ static void errors_never_show_credentials(void **state)
     }
 }
 
+/* ---- throttling and slow requests ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void count_progress(void *opaque)
+{
+    (*(int *)opaque)++;
+}
+
+/* A batch of n posts "<run>/<test>/post-00/<tag>-<i>" (delta i + 1) on partition 0, from
+ * HC_OFFSET_NONE to 10; the ids live in *ids (free both). */
+static hc_store_delta_t *big_batch(fixture_t *fx, size_t n, const char *tag, char **ids,
+                                   hc_store_batch_t *b)
+{
+    hc_store_delta_t *d = calloc(n, sizeof(*d));
+    size_t i;
+
+    *ids = calloc(n, 96);
+    assert_non_null(d);
+    assert_non_null(*ids);
+    for (i = 0; i < n; i++) {
+        char *id = *ids + i * 96;
+        d[i] = (hc_store_delta_t){id, (size_t)snprintf(id, 96, "%s/%s-%03zu", fx->ids[0], tag, i),
+                                  (int64_t)i + 1};
+    }
+    *b = fx->b;
+    b->deltas = d;
+    b->delta_count = n;
+    return d;
+}
+
+/* Every post of a big_batch counted `times` times. */
+static void assert_big_counts(fixture_t *fx, hc_store_t *st, const hc_store_batch_t *b, int times)
+{
+    const char **ids = calloc(b->delta_count, sizeof(*ids));
+    size_t *lens = calloc(b->delta_count, sizeof(*lens));
+    int64_t *likes = calloc(b->delta_count, sizeof(*likes));
+    size_t i;
+
+    assert_non_null(ids);
+    assert_non_null(lens);
+    assert_non_null(likes);
+    for (i = 0; i < b->delta_count; i++) {
+        ids[i] = b->deltas[i].post_id;
+        lens[i] = b->deltas[i].post_id_len;
+    }
+    assert_int_equal(
+        hc_store_get(st, ids, lens, b->delta_count, likes, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    for (i = 0; i < b->delta_count; i++) {
+        if (likes[i] != b->deltas[i].delta * times) {
+            fail_msg("post %zu: %lld likes, want %lld", i, (long long)likes[i],
+                     (long long)(b->deltas[i].delta * times));
+        }
+    }
+    free(ids);
+    free(lens);
+    free(likes);
+}
+
+/* tests/harness/fault-proxy.py in throttle mode in front of the emulator, and the store URI that
+ * goes through it. */
+typedef struct throttler {
+    pid_t pid;
+    char dir[64];
+    char uri[1024];
+} throttler_t;
+
+static void throttler_start(throttler_t *t, const char *status, const char *type,
+                            const char *fraction, const char *delay_ms, const char *seed)
+{
+    const char *script = getenv("HC_FAULT_PROXY");
+    char dflt[1024];
+    char upstream[256];
+    char port_file[128];
+    char state_file[128];
+    const char *ep = strstr(store_uri, "endpoint=http://");
+    size_t up_len;
+    char port[16] = "";
+    FILE *f;
+    int i;
+
+    if (script == NULL || script[0] == '\0') {
+        /* beside this file (CMake compiles it by its full path): tests/harness/ */
+        const char *slash = strrchr(__FILE__, '/');
+        snprintf(dflt, sizeof(dflt), "%.*s/../harness/fault-proxy.py",
+                 slash != NULL ? (int)(slash - __FILE__) : 1, slash != NULL ? __FILE__ : ".");
+        script = dflt;
+    }
+    assert_non_null(ep);
+    ep += strlen("endpoint=http://");
+    up_len = strcspn(ep, "&/");
+    snprintf(upstream, sizeof(upstream), "%.*s", (int)up_len, ep);
+    snprintf(t->dir, sizeof(t->dir), "/tmp/hcddb-proxy-XXXXXX");
+    assert_non_null(mkdtemp(t->dir));
+    snprintf(port_file, sizeof(port_file), "%s/port", t->dir);
+    snprintf(state_file, sizeof(state_file), "%s/state.json", t->dir);
+    t->pid = fork();
+    assert_true(t->pid >= 0);
+    if (t->pid == 0) {
+        /* never outlives the test, whatever ends it; its log beside its state */
+        char log[160];
+        snprintf(log, sizeof(log), "%s/proxy.log", t->dir);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (freopen("/dev/null", "w", stdout) == NULL || freopen(log, "w", stderr) == NULL) {
+            _exit(126);
+        }
+        execlp("python3", "python3", script, "--upstream", upstream, "--port-file", port_file,
+               "--state-file", state_file, "--lifetime", "600", "--mode", "throttle", "--throttle",
+               fraction, "--delay-ms", delay_ms, "--seed", seed, "--throttle-status", status,
+               "--throttle-type", type, (char *)NULL);
+        _exit(127);
+    }
+    for (i = 0; i < 300 && port[0] == '\0'; i++) {
+        f = fopen(port_file, "r");
+        if (f != NULL) {
+            if (fgets(port, sizeof(port), f) == NULL) {
+                port[0] = '\0';
+            }
+            fclose(f);
+        }
+        if (port[0] == '\0') {
+            usleep(20000);
+        }
+    }
+    if (port[0] == '\0') {
+        fail_msg("fault-proxy.py (%s) did not start", script);
+    }
+    port[strcspn(port, "\n")] = '\0';
+    snprintf(t->uri, sizeof(t->uri), "%.*shttp://127.0.0.1:%s%s",
+             (int)(ep - strlen("http://") - store_uri), store_uri, port, ep + up_len);
+}
+
+/* A counter of the proxy's state file ("throttled", "writes", ...). */
+static long throttler_total(const throttler_t *t, const char *name)
+{
+    char path[128];
+    char buf[4096];
+    char key[64];
+    const char *at;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/state.json", t->dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    snprintf(key, sizeof(key), "\"%s\": ", name);
+    at = strstr(buf, key);
+    assert_non_null(at);
+    return strtol(at + strlen(key), NULL, 10);
+}
+
+static void throttler_stop(throttler_t *t)
+{
+    char cmd[160];
+    int status;
+
+    kill(t->pid, SIGTERM);
+    waitpid(t->pid, &status, 0);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", t->dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "could not remove %s\n", t->dir);
+    }
+}
+
+/* Through the proxy answering a share of every write request as throttled (each kind of "not
+ * now" DynamoDB sends: the throughput and request-rate errors at 400, a 5xx whose type the store
+ * does not know) and holding the others: a split batch of 10 parts completes, every post counted
+ * once, the offset moved once, on_progress called once per write that got through (the staged
+ * BatchWriteItem, the begin, 10 parts, the finish), and a small batch (one transaction) once.
+ * Mutants caught: ProvisionedThroughputExceededException, ThrottlingException or
+ * RequestLimitExceeded left out of retryable_type, or the 5xx rule (HC_ERR_FATAL); no
+ * on_progress, or one for a throttled attempt (the count). */
+static void throttled_writes_are_retried_and_count_once(void **state)
+{
+    static const struct {
+        const char *status;
+        const char *type;
+    } kinds[] = {
+        {"400", "ProvisionedThroughputExceededException"},
+        {"400", "ThrottlingException"},
+        {"400", "RequestLimitExceeded"},
+        {"500", "InternalFailure"},
+        {"503", "ServiceUnavailable"},
+    };
+    fixture_t *fx = *state;
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART};
+    size_t k;
+
+    for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        throttler_t t;
+        hc_config_t cfg;
+        hc_store_t *st = NULL;
+        hc_store_t *direct = open_store(fx);
+        hc_store_batch_t b;
+        hc_store_offset_t off = {.partition = 0, .expected = HC_OFFSET_NONE, .next = 10};
+        char group[160];
+        char errstr[256];
+        char *ids;
+        hc_store_delta_t *d;
+        int progress = 0;
+        int64_t offset;
+        int64_t done;
+        hc_err_t err;
+
+        throttler_start(&t, kinds[k].status, kinds[k].type, "0.3", "20", "7");
+        assert_int_equal(hc_config_init(&cfg), HC_OK);
+        assert_int_equal(hc_config_set(&cfg, "store", t.uri, errstr, sizeof(errstr)), HC_OK);
+        err = hc_store_open(&cfg, &st, fx->errstr, sizeof(fx->errstr));
+        if (err != HC_OK) {
+            fail_msg("open through the proxy: %s", fx->errstr);
+        }
+        hc_store_dynamodb_set_test_hooks(st, &hooks);
+        snprintf(group, sizeof(group), "%s-%zu", fx->group, k);
+        char tag[16];
+        snprintf(tag, sizeof(tag), "kind%zu", k); /* this kind's posts */
+        d = big_batch(fx, 10 * PART, tag, &ids, &b);
+        b.group = group;
+        b.offsets = &off;
+        b.on_progress = count_progress;
+        b.progress_opaque = &progress;
+        err = hc_store_apply(st, &b, fx->errstr, sizeof(fx->errstr));
+        if (err != HC_OK) {
+            fail_msg("%s %s: apply: %s: %s", kinds[k].status, kinds[k].type, hc_err_name(err),
+                     fx->errstr);
+        }
+        assert_int_equal(progress, 1 + 1 + 10 + 1);
+        assert_big_counts(fx, direct, &b, 1);
+        assert_int_equal(hc_store_dynamodb_test_peek(direct, group, TOPIC, 0, &offset, &done,
+                                                     fx->errstr, sizeof(fx->errstr)),
+                         HC_OK);
+        assert_int_equal(offset, 10);
+        assert_int_equal(done, -1);
+
+        /* One transaction: one call. Then the same batch again is a conflict, not a count. */
+        progress = 0;
+        off = (hc_store_offset_t){.partition = 0, .expected = 10, .next = 11};
+        b.delta_count = 2;
+        err = hc_store_apply(st, &b, fx->errstr, sizeof(fx->errstr));
+        if (err != HC_OK) {
+            fail_msg("%s %s: small apply: %s: %s", kinds[k].status, kinds[k].type, hc_err_name(err),
+                     fx->errstr);
+        }
+        assert_int_equal(progress, 1);
+        assert_int_equal(hc_store_apply(st, &b, fx->errstr, sizeof(fx->errstr)), HC_ERR_CONFLICT);
+        b.delta_count = 10 * PART;
+        for (size_t i = 0; i < 2; i++) {
+            d[i].delta *= 2; /* what the two posts now hold */
+        }
+        assert_big_counts(fx, direct, &b, 1);
+        hc_store_close(st);
+        hc_store_close(direct);
+        hc_config_fini(&cfg);
+        if (throttler_total(&t, "throttled") < 1) {
+            fail_msg("%s %s: the proxy throttled nothing (%ld writes)", kinds[k].status,
+                     kinds[k].type, throttler_total(&t, "writes"));
+        }
+        throttler_stop(&t);
+        free(d);
+        free(ids);
+    }
+}
+
+/* A split batch of 20 parts whose every part is slow (250 ms before it goes out) against a
+ * store_batch_ms of 2 s: each apply ends by then with HC_ERR_TRANSIENT where it stands, and the
+ * next applies of the same batch go on from its marker until it lands: each post counted once,
+ * the offset moved once, no part written twice (on_progress at most once per request).
+ * Mutant caught: no deadline across the requests (the first apply takes 5 s and lands). */
+/* A store that answers every part, slowly. */
+static void sleep_before_part(void *opaque, size_t part)
+{
+    (void)opaque;
+    (void)part;
+    usleep(250000);
+}
+
+static void slow_split_batch_keeps_to_store_batch_ms(void **state)
+{
+    fixture_t *fx = *state;
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART, .before_part = sleep_before_part};
+    hc_store_t *st;
+    hc_store_batch_t b;
+    char *ids;
+    hc_store_delta_t *d;
+    int progress = 0;
+    int applies = 0;
+    int64_t offset;
+    int64_t done;
+    hc_err_t err = HC_ERR_TRANSIENT;
+
+    fx->cfg.timeouts.store_batch_ms = 2000;
+    st = open_store(fx);
+    hc_store_dynamodb_set_test_hooks(st, &hooks);
+    d = big_batch(fx, 20 * PART, "slow", &ids, &b);
+    b.on_progress = count_progress;
+    b.progress_opaque = &progress;
+    while (err == HC_ERR_TRANSIENT && applies < 20) {
+        double t0 = now_s();
+        err = hc_store_apply(st, &b, fx->errstr, sizeof(fx->errstr));
+        double took = now_s() - t0;
+        applies++;
+        if (took > 2.0 + 1.5) {
+            fail_msg("apply %d took %.2f s, past store_batch_ms (2 s)", applies, took);
+        }
+        if (applies == 1 && err != HC_ERR_TRANSIENT) {
+            fail_msg("the first apply: %s (%s), want HC_ERR_TRANSIENT at store_batch_ms",
+                     hc_err_name(err), fx->errstr);
+        }
+        if (err == HC_ERR_TRANSIENT) {
+            assert_non_null(strstr(fx->errstr, "store_batch_ms"));
+        }
+    }
+    if (err != HC_OK) {
+        fail_msg("apply %d: %s: %s", applies, hc_err_name(err), fx->errstr);
+    }
+    assert_true(applies >= 3);
+    assert_true(progress >= 20 && progress <= 1 + 1 + 20 + 1);
+    assert_big_counts(fx, st, &b, 1);
+    peek(fx, st, &offset, &done);
+    assert_int_equal(offset, 10);
+    assert_int_equal(done, -1);
+    hc_store_close(st);
+    free(d);
+    free(ids);
+}
+
+/* Every request 200 ms slow (the proxy, throttling nothing) against a store_batch_ms of 1 s: the
+ * steps before the begin (the marker, the offsets, the counts' check, two staging requests)
+ * take longer than one apply may, so the next apply of the same batch goes on where the last
+ * stopped instead of starting over; once begun, the parts go on from the marker. The batch
+ * lands whole, counted once, and no write request is sent twice (the proxy saw each once).
+ * Mutant caught: the resume_* bookkeeping left out (every apply starts over and none begins). */
+static void unbegun_batch_resumes_where_it_stopped(void **state)
+{
+    fixture_t *fx = *state;
+    hc_ddb_test_hooks_t hooks = {.part_deltas = PART};
+    throttler_t t;
+    hc_config_t cfg;
+    hc_store_t *st = NULL;
+    hc_store_t *direct = open_store(fx);
+    hc_store_batch_t b;
+    char errstr[256];
+    char *ids;
+    hc_store_delta_t *d;
+    int progress = 0;
+    int applies = 0;
+    int64_t offset;
+    int64_t done;
+    hc_err_t err = HC_ERR_TRANSIENT;
+
+    throttler_start(&t, "400", "ProvisionedThroughputExceededException", "0", "200", "1");
+    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_set(&cfg, "store", t.uri, errstr, sizeof(errstr)), HC_OK);
+    cfg.timeouts.store_batch_ms = 1000;
+    if (hc_store_open(&cfg, &st, fx->errstr, sizeof(fx->errstr)) != HC_OK) {
+        fail_msg("open through the proxy: %s", fx->errstr);
+    }
+    hc_store_dynamodb_set_test_hooks(st, &hooks);
+    d = big_batch(fx, 30 * PART, "resume", &ids, &b); /* 30 parts: two staging requests */
+    b.on_progress = count_progress;
+    b.progress_opaque = &progress;
+    while (err == HC_ERR_TRANSIENT && applies < 80) {
+        err = hc_store_apply(st, &b, fx->errstr, sizeof(fx->errstr));
+        applies++;
+        if (applies == 1) {
+            assert_int_equal(err, HC_ERR_TRANSIENT);
+            peek(fx, direct, &offset, &done);
+            assert_int_equal(done, -1); /* not begun within the first apply */
+        }
+    }
+    if (err != HC_OK) {
+        fail_msg("apply %d: %s: %s", applies, hc_err_name(err), fx->errstr);
+    }
+    assert_big_counts(fx, direct, &b, 1);
+    peek(fx, direct, &offset, &done);
+    assert_int_equal(offset, 10);
+    assert_int_equal(done, -1);
+    assert_true(progress <= 2 + 1 + 30 + 1);
+    assert_true(throttler_total(&t, "writes") <= 2 + 1 + 30 + 1);
+    hc_store_close(st);
+    hc_store_close(direct);
+    hc_config_fini(&cfg);
+    throttler_stop(&t);
+    free(d);
+    free(ids);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -565,6 +963,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(split_batch_overflow_is_refused_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(overflow_after_begin_stops_the_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(errors_never_show_credentials, setup, teardown),
+        cmocka_unit_test_setup_teardown(throttled_writes_are_retried_and_count_once, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(slow_split_batch_keeps_to_store_batch_ms, setup, teardown),
+        cmocka_unit_test_setup_teardown(unbegun_batch_resumes_where_it_stopped, setup, teardown),
     };
     struct timespec now;
 

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "hotcount/store.h"
+#include "hotcount/timeouts.h"
 
 #define TOPIC "likes.partials"
 #define NOW_MS 1700000000123LL
@@ -802,6 +803,11 @@ static void racing_handles_count_each_commit_once(void **state)
 
 /* ---- large batches ---- */
 
+static void count_progress(void *opaque)
+{
+    (*(int *)opaque)++;
+}
+
 static void large_batch_applies(void **state)
 {
     fixture_t *fx = *state;
@@ -815,6 +821,7 @@ static void large_batch_applies(void **state)
     hc_store_batch_t b;
     seen_t seen;
     int64_t sum = 0;
+    int progress = 0;
     double t0;
     double t_insert;
     double t_update;
@@ -830,14 +837,18 @@ static void large_batch_applies(void **state)
         sum += deltas[i].delta;
     }
     b = batch_of(&off, 1, deltas, N);
+    b.on_progress = count_progress;
+    b.progress_opaque = &progress;
     t0 = now_s();
     apply_ok(fx, &b);
     t_insert = now_s() - t0;
+    assert_int_equal(progress, 2); /* one call per upsert of 65 536 posts */
     off.expected = N;
     off.next = 2 * N;
     t0 = now_s();
     apply_ok(fx, &b);
     t_update = now_s() - t0;
+    assert_int_equal(progress, 4);
     print_message("100k-delta batch: %.3f s as inserts, %.3f s as updates\n", t_insert, t_update);
 
     /* get in one call, more ids than one statement takes. */
@@ -978,6 +989,181 @@ static void statement_timeout_is_transient(void **state)
     }
     assert_int_equal(likes_of(fx->st, a), 2);
     hc_store_close(waiter.st);
+}
+
+/* ---- "not now": every SQLSTATE that a retry cures ---- */
+
+/* Makes every upsert into this run's counts table fail with SQLSTATE code (NULL: stops it). */
+static void counts_fail_with(const char *code)
+{
+    char sql[512];
+
+    snprintf(sql, sizeof(sql), "DROP TRIGGER IF EXISTS hc_inject ON %s.hotcount_counts", run_id);
+    admin_cmd(sql);
+    if (code == NULL) {
+        return;
+    }
+    snprintf(sql, sizeof(sql),
+             "CREATE OR REPLACE FUNCTION %s.hc_inject() RETURNS trigger LANGUAGE plpgsql AS $f$"
+             " BEGIN RAISE EXCEPTION 'injected by the test' USING ERRCODE = '%s'; END $f$",
+             run_id, code);
+    admin_cmd(sql);
+    snprintf(sql, sizeof(sql),
+             "CREATE TRIGGER hc_inject BEFORE INSERT ON %s.hotcount_counts"
+             " FOR EACH STATEMENT EXECUTE FUNCTION %s.hc_inject()",
+             run_id, run_id);
+    admin_cmd(sql);
+}
+
+/* Each SQLSTATE that means "not now" (statement and lock timeouts, too many connections,
+ * serialization failure, deadlock, shutdown and start-up, a connection failure) makes a batch
+ * HC_ERR_TRANSIENT at once, naming the code, with nothing changed: the offsets it had already
+ * moved in its transaction are back, the count untouched; once the cause is gone the same batch
+ * applies exactly once (on_progress once, for its one chunk). An error no retry cures stays
+ * HC_ERR_FATAL. Mutants caught: any of those codes left out of sqlstate_class. */
+static void not_now_sqlstates_are_transient_and_change_nothing(void **state)
+{
+    static const struct {
+        const char *code;
+        hc_err_t want;
+    } cases[] = {
+        {"57014", HC_ERR_TRANSIENT}, {"55P03", HC_ERR_TRANSIENT}, {"53300", HC_ERR_TRANSIENT},
+        {"40001", HC_ERR_TRANSIENT}, {"40P01", HC_ERR_TRANSIENT}, {"57P01", HC_ERR_TRANSIENT},
+        {"57P02", HC_ERR_TRANSIENT}, {"57P03", HC_ERR_TRANSIENT}, {"08006", HC_ERR_TRANSIENT},
+        {"22012", HC_ERR_FATAL},
+    };
+    fixture_t *fx = *state;
+    hc_store_offset_t off = {.partition = 0, .expected = HC_OFFSET_NONE, .next = 5};
+    char a[80];
+    hc_store_delta_t d;
+    hc_store_batch_t b;
+    int progress = 0;
+    size_t i;
+
+    prefixed(a, sizeof(a), "a");
+    d = delta(a, 1);
+    b = batch_of(&off, 1, &d, 1);
+    apply_ok(fx, &b);
+    b.on_progress = count_progress;
+    b.progress_opaque = &progress;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hc_err_t err;
+
+        off.expected = (int64_t)i + 5;
+        off.next = (int64_t)i + 6;
+        counts_fail_with(cases[i].code);
+        progress = 0;
+        err = hc_store_apply(fx->st, &b, fx->errstr, sizeof(fx->errstr));
+        if (err != cases[i].want || strstr(fx->errstr, cases[i].code) == NULL) {
+            fail_msg("SQLSTATE %s: %s (%s), want %s", cases[i].code, hc_err_name(err), fx->errstr,
+                     hc_err_name(cases[i].want));
+        }
+        assert_int_equal(progress, 0);
+        assert_int_equal(offset_of(fx->st, 0), (int64_t)i + 5);
+        assert_int_equal(likes_of(fx->st, a), (int64_t)i + 1);
+        counts_fail_with(NULL);
+        apply_ok(fx, &b);
+        assert_int_equal(progress, 1);
+        assert_int_equal(offset_of(fx->st, 0), (int64_t)i + 6);
+        assert_int_equal(likes_of(fx->st, a), (int64_t)i + 2);
+    }
+}
+
+/* Runs a batch on a store whose statements are bounded as `options` say (URI options) and whose
+ * whole batch by batch_ms (0: the default) while another session holds the row of post `a`:
+ * the batch must be HC_ERR_TRANSIENT naming `want` within `bound` seconds and change nothing;
+ * once the row is free it applies exactly once. */
+static void blocked_batch_case(fixture_t *fx, const char *options, int64_t batch_ms,
+                               const char *want, double bound)
+{
+    fixture_t waiter;
+    char a[80];
+    char sql[256];
+    const char *params[1];
+    hc_store_offset_t off = {.partition = 0, .expected = HC_OFFSET_NONE, .next = 5};
+    hc_store_delta_t d;
+    hc_store_batch_t b;
+    double t0;
+    double waited;
+    hc_err_t err;
+    int i;
+
+    prefixed(a, sizeof(a), "a");
+    d = delta(a, 1);
+    b = batch_of(&off, 1, &d, 1);
+    apply_ok(fx, &b);
+
+    memset(&waiter, 0, sizeof(waiter));
+    uri_for(waiter.uri, sizeof(waiter.uri), run_id, options, NULL);
+    config_for(&waiter.cfg, waiter.uri);
+    if (batch_ms > 0) {
+        char ignored[256];
+        (void)hc_timeouts_derive(&waiter.cfg, &waiter.cfg.timeouts, ignored, sizeof(ignored));
+        waiter.cfg.timeouts.store_batch_ms = batch_ms;
+    }
+    if (hc_store_open(&waiter.cfg, &waiter.st, waiter.errstr, sizeof(waiter.errstr)) != HC_OK) {
+        fail_msg("open: %s", waiter.errstr);
+    }
+    off.expected = 5;
+    off.next = 6;
+
+    /* Another session holds the post's row: the batch moves its offset, then waits in the
+     * upsert, past its bound. */
+    admin_cmd("BEGIN");
+    snprintf(sql, sizeof(sql), "SELECT likes FROM %s.hotcount_counts WHERE post_id = $1 FOR UPDATE",
+             run_id);
+    params[0] = a;
+    PQclear(admin_exec(sql, 1, params));
+    t0 = now_s();
+    err = hc_store_apply(waiter.st, &b, waiter.errstr, sizeof(waiter.errstr));
+    waited = now_s() - t0;
+    if (err != HC_ERR_TRANSIENT || strstr(waiter.errstr, want) == NULL) {
+        admin_cmd("ROLLBACK");
+        fail_msg("apply while the count's row is locked: %s (%s), want HC_ERR_TRANSIENT (%s)",
+                 hc_err_name(err), waiter.errstr, want);
+    }
+    /* Nothing moved, as the lock holder sees it too (an uncommitted offset would show here
+     * only to its own session; what matters is that it never commits). */
+    assert_int_equal(offset_of(fx->st, 0), 5);
+    assert_int_equal(likes_of(fx->st, a), 1);
+    admin_cmd("ROLLBACK");
+    if (waited > bound) {
+        fail_msg("the blocked batch gave up after %.2f s, past %.1f s", waited, bound);
+    }
+    /* The same batch once the row is free: exactly once (a backend left behind by a dropped
+     * connection rolls back when it finds its client gone, so the retry may wait for it). */
+    for (i = 0; i < 50; i++) {
+        err = hc_store_apply(waiter.st, &b, waiter.errstr, sizeof(waiter.errstr));
+        if (err != HC_ERR_TRANSIENT) {
+            break;
+        }
+        usleep(100000);
+    }
+    if (err != HC_OK) {
+        fail_msg("apply after the lock: %s: %s", hc_err_name(err), waiter.errstr);
+    }
+    assert_int_equal(offset_of(fx->st, 0), 6);
+    assert_int_equal(likes_of(fx->st, a), 2);
+    hc_store_close(waiter.st);
+}
+
+/* A batch blocked on a count's row held by another session past the statement bound: the
+ * server's statement_timeout (57014), its lock_timeout (55P03), or, with neither set low, the
+ * store's own bound on the whole batch (store_batch_ms: the connection dropped) ends it with
+ * HC_ERR_TRANSIENT, the offset it had moved rolled back, the count untouched. Mutants caught:
+ * 57014 or 55P03 classified HC_ERR_FATAL; the batch deadline not applied to its statements
+ * (the wait would last the 30 s statement_timeout). */
+static void batch_blocked_on_a_count_changes_nothing(void **state)
+{
+    fixture_t *fx = *state;
+    char sql[256];
+
+    blocked_batch_case(fx, "%20-c%20statement_timeout%3D700", 0, "57014", 10.0);
+    snprintf(sql, sizeof(sql), "TRUNCATE %s.hotcount_counts, %s.hotcount_offsets", run_id, run_id);
+    admin_cmd(sql);
+    blocked_batch_case(fx, "%20-c%20lock_timeout%3D300", 0, "55P03", 10.0);
+    admin_cmd(sql);
+    blocked_batch_case(fx, "", 800, "store_batch_ms", 5.0);
 }
 
 /* ---- a server that stops answering ----
@@ -1392,6 +1578,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(statement_timeout_is_transient, setup, teardown),
         cmocka_unit_test_setup_teardown(hung_server_is_transient_then_reconnects, setup, teardown),
+        cmocka_unit_test_setup_teardown(not_now_sqlstates_are_transient_and_change_nothing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(batch_blocked_on_a_count_changes_nothing, setup, teardown),
         cmocka_unit_test(init_schema_repeated_and_concurrent),
         cmocka_unit_test(calls_before_init_schema_are_fatal),
         cmocka_unit_test(open_refuses_bad_uris_without_the_password),

@@ -18,13 +18,17 @@
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1018,6 +1022,523 @@ static int cleanup_run(void **state)
     return 0;
 }
 
+/* ---- "not now": BUSY, LOADING, MASTERDOWN, TRYAGAIN, timeouts ----
+ *
+ * The shared server refuses DEBUG (enable-debug-command no) and must not be made BUSY under the
+ * tests running beside this one, so these use a redis-server of their own (HC_REDIS_SERVER or
+ * redis-server, on a free loopback port, for the test's duration), or a fake one. */
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A listening socket on 127.0.0.1, its port in *port. */
+static int listen_loopback(int *port)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET};
+    socklen_t addr_len = sizeof(addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    assert_int_equal(listen(fd, 8), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &addr_len), 0);
+    *port = ntohs(addr.sin_port);
+    return fd;
+}
+
+/* A command on a connection of its own, in a thread: the server is busy with it meanwhile. */
+typedef struct blocker {
+    int port;
+    const char *cmd;    /* a command without quoted arguments, or NULL: */
+    const char *script; /* EVAL of this script */
+    bool started;
+    pthread_t thread;
+} blocker_t;
+
+typedef struct private_redis {
+    pid_t pid;
+    int port;
+    char dir[64];
+    redisContext *raw;
+    blocker_t blocker;
+} private_redis_t;
+
+static void private_redis_start(private_redis_t *pr)
+{
+    const char *bin = getenv("HC_REDIS_SERVER");
+    char port[16];
+    char log[128];
+    int fd;
+    int i;
+
+    if (bin == NULL || bin[0] == '\0') {
+        bin = "redis-server";
+    }
+    snprintf(pr->dir, sizeof(pr->dir), "/tmp/hctest-redis-XXXXXX");
+    assert_non_null(mkdtemp(pr->dir));
+    fd = listen_loopback(&pr->port); /* a free port: the kernel's pick, let go just before */
+    close(fd);
+    snprintf(port, sizeof(port), "%d", pr->port);
+    snprintf(log, sizeof(log), "%s/redis.log", pr->dir);
+    pr->pid = fork();
+    assert_true(pr->pid >= 0);
+    if (pr->pid == 0) {
+        /* never outlives the test, whatever ends it; and holds none of its output */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (freopen("/dev/null", "w", stdout) == NULL ||
+            freopen("/dev/null", "w", stderr) == NULL) {
+            _exit(126);
+        }
+        execlp(bin, bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+               "--daemonize", "no", "--dir", pr->dir, "--logfile", log, "--enable-debug-command",
+               "local", (char *)NULL);
+        _exit(127);
+    }
+    for (i = 0; i < 500; i++) {
+        redisContext *c = redisConnect("127.0.0.1", pr->port);
+        if (c != NULL && c->err == 0) {
+            redisReply *r = redisCommand(c, "PING");
+            bool up = r != NULL && r->type == REDIS_REPLY_STATUS;
+            freeReplyObject(r);
+            if (up) {
+                pr->raw = c;
+                return;
+            }
+        }
+        redisFree(c);
+        usleep(20000);
+    }
+    fail_msg("%s did not start on port %d (see %s)", bin, pr->port, log);
+}
+
+/* Also after a failed test: a blocked command ends with the server. */
+static void private_redis_stop(private_redis_t *pr)
+{
+    char cmd[128];
+    int status;
+
+    redisFree(pr->raw);
+    kill(pr->pid, SIGKILL);
+    waitpid(pr->pid, &status, 0);
+    if (pr->blocker.started) {
+        pthread_join(pr->blocker.thread, NULL);
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", pr->dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "could not remove %s\n", pr->dir);
+    }
+}
+
+static int private_setup(void **state)
+{
+    private_redis_t *pr = calloc(1, sizeof(*pr));
+
+    assert_non_null(pr);
+    private_redis_start(pr);
+    *state = pr;
+    return 0;
+}
+
+static int private_teardown(void **state)
+{
+    private_redis_stop(*state);
+    free(*state);
+    return 0;
+}
+
+/* A store on the private server, its commands bounded by statement_ms and its batches by
+ * batch_ms. */
+static hc_store_t *private_store(const private_redis_t *pr, hc_config_t *cfg, int64_t statement_ms,
+                                 int64_t batch_ms)
+{
+    char uri[64];
+    char errstr[256];
+    hc_store_t *st = NULL;
+
+    snprintf(uri, sizeof(uri), "redis://127.0.0.1:%d", pr->port);
+    config_with(cfg, uri, prefix);
+    cfg->timeouts.store_statement_ms = statement_ms;
+    cfg->timeouts.store_batch_ms = batch_ms;
+    if (hc_store_open(cfg, &st, errstr, sizeof(errstr)) != HC_OK) {
+        fail_msg("open on the private server: %s", errstr);
+    }
+    return st;
+}
+
+static void *block_run(void *arg)
+{
+    blocker_t *b = arg;
+    redisContext *c = redisConnect("127.0.0.1", b->port);
+
+    if (c != NULL && c->err == 0) {
+        freeReplyObject(b->cmd != NULL ? redisCommand(c, b->cmd)
+                                       : redisCommand(c, "EVAL %s 0", b->script));
+    }
+    redisFree(c);
+    return NULL;
+}
+
+/* Runs cmd (or, NULL, the script) on the private server until it ends; joined by
+ * private_redis_stop at the latest. */
+static void block_start(private_redis_t *pr, const char *cmd, const char *script)
+{
+    blocker_t *b = &pr->blocker;
+
+    b->port = pr->port;
+    b->cmd = cmd;
+    b->script = script;
+    assert_int_equal(pthread_create(&b->thread, NULL, block_run, b), 0);
+    b->started = true;
+}
+
+static void block_join(private_redis_t *pr)
+{
+    pthread_join(pr->blocker.thread, NULL);
+    pr->blocker.started = false;
+}
+
+/* The batch's one post counted `times` times, its offset at `next`. */
+static void assert_counted(redisContext *c, const hc_store_batch_t *b, long long times)
+{
+    assert_int_equal(raw_int(c, "GET %s%s", prefix, b->deltas[0].post_id),
+                     b->deltas[0].delta * times);
+    assert_int_equal(
+        raw_int(c, "HGET hotcount:offsets:%s %s/%d", b->group, TOPIC, (int)b->offsets[0].partition),
+        b->offsets[0].next);
+}
+
+static void count_progress(void *opaque)
+{
+    (*(int *)opaque)++;
+}
+
+/* DEBUG SLEEP 1.5 holds the server past the command bound (300 ms): the batch is
+ * HC_ERR_TRANSIENT within the bound, not after the sleep. Its EVALSHA was sent and runs once the
+ * server wakes, so the retry (stage 2 retries the same batch) must count it exactly once: HC_OK
+ * if it came first, HC_ERR_CONFLICT if the first attempt had landed. Mutants caught: a reply
+ * timeout classified HC_ERR_FATAL, or no reply timeout (the apply waits out the sleep). */
+static void debug_sleep_is_transient_then_counts_once(void **state)
+{
+    private_redis_t *pr = *state;
+    hc_config_t cfg;
+    hc_store_t *st;
+    hc_store_delta_t d = {.post_id = "slept", .post_id_len = 5, .delta = 3};
+    hc_store_offset_t off = {.partition = 2, .expected = HC_OFFSET_NONE, .next = 40};
+    hc_store_batch_t b = {.group = "hctest-sleep",
+                          .topic = TOPIC,
+                          .offsets = &off,
+                          .offset_count = 1,
+                          .deltas = &d,
+                          .delta_count = 1};
+    char errstr[256];
+    double t0;
+    double took;
+    hc_err_t err;
+
+    st = private_store(pr, &cfg, 300, 1000);
+    block_start(pr, "DEBUG SLEEP 1.5", NULL);
+    usleep(200000); /* the sleep has begun */
+    t0 = mono_s();
+    err = hc_store_apply(st, &b, errstr, sizeof(errstr));
+    took = mono_s() - t0;
+    if (err != HC_ERR_TRANSIENT) {
+        fail_msg("apply during DEBUG SLEEP: %s (%s), want HC_ERR_TRANSIENT", hc_err_name(err),
+                 errstr);
+    }
+    if (took > 1.0) {
+        fail_msg("apply during DEBUG SLEEP took %.2f s, past its 300 ms bound", took);
+    }
+    block_join(pr);
+    err = hc_store_apply(st, &b, errstr, sizeof(errstr));
+    if (err != HC_OK && err != HC_ERR_CONFLICT) {
+        fail_msg("retry after DEBUG SLEEP: %s: %s", hc_err_name(err), errstr);
+    }
+    assert_counted(pr->raw, &b, 1);
+    hc_store_close(st);
+    hc_config_fini(&cfg);
+}
+
+/* A script running past busy-reply-threshold makes the server answer BUSY: the batch is
+ * HC_ERR_TRANSIENT at once (nothing ran), changes nothing, and once the script is killed the
+ * same batch applies, once, a split one (3 parts) calling on_progress per part.
+ * Mutant caught: BUSY classified HC_ERR_FATAL. */
+static void busy_script_is_transient_then_counts_once(void **state)
+{
+    private_redis_t *pr = *state;
+    hc_config_t cfg;
+    hc_store_t *st;
+    fixture_t fx = {0};
+    char *ids;
+    hc_store_delta_t *d;
+    hc_store_offset_t off = {.partition = 1, .expected = HC_OFFSET_NONE, .next = 7};
+    hc_store_batch_t b;
+    char errstr[256];
+    int progress = 0;
+    double t0;
+    hc_err_t err;
+    int i;
+
+    st = private_store(pr, &cfg, 10000, 30000);
+    snprintf(fx.group, sizeof(fx.group), "hctest-busy");
+    snprintf(fx.ns, sizeof(fx.ns), "busy/");
+    d = make_deltas(&fx, SPLIT_BATCH, 2, &ids);
+    b = batch_of(&fx, &off, 1, d, SPLIT_BATCH);
+    b.on_progress = count_progress;
+    b.progress_opaque = &progress;
+    raw_ok(pr->raw, "CONFIG SET busy-reply-threshold 100");
+    block_start(pr, NULL, "while true do end");
+    for (i = 0; i < 100; i++) { /* until the server says BUSY */
+        redisReply *r = raw(pr->raw, "PING");
+        bool busy = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSY", 4) == 0;
+        freeReplyObject(r);
+        if (busy) {
+            break;
+        }
+        usleep(50000);
+    }
+    t0 = mono_s();
+    err = hc_store_apply(st, &b, errstr, sizeof(errstr));
+    if (err != HC_ERR_TRANSIENT || strstr(errstr, "BUSY") == NULL) {
+        fail_msg("apply while a script runs: %s (%s), want HC_ERR_TRANSIENT (BUSY)",
+                 hc_err_name(err), errstr);
+    }
+    assert_true(mono_s() - t0 < 2.0); /* at once: no waiting inside the store */
+    assert_int_equal(progress, 0);
+    raw_ok(pr->raw, "SCRIPT KILL");
+    block_join(pr);
+    assert_int_equal(raw_int(pr->raw, "HGET hotcount:offsets:%s %s/1", fx.group, TOPIC), -1);
+    assert_int_equal(raw_int(pr->raw, "GET %s%s", prefix, d[0].post_id), -1);
+
+    err = hc_store_apply(st, &b, errstr, sizeof(errstr));
+    if (err != HC_OK) {
+        fail_msg("apply after SCRIPT KILL: %s: %s", hc_err_name(err), errstr);
+    }
+    assert_int_equal(progress, 3); /* two staged parts and the commit */
+    for (i = 0; i < SPLIT_BATCH; i += 4999) {
+        assert_int_equal(raw_int(pr->raw, "GET %s%s", prefix, d[i].post_id), 2);
+    }
+    assert_int_equal(raw_int(pr->raw, "HGET hotcount:offsets:%s %s/1", fx.group, TOPIC), 7);
+    hc_store_close(st);
+    hc_config_fini(&cfg);
+    free(ids);
+    free(d);
+}
+
+/* A fake server that answers the handshake and SCRIPT LOAD as Redis does and every other
+ * command with one error reply. */
+typedef struct fake_redis {
+    int listen_fd;
+    int port;
+    const char *reply;       /* for EVALSHA (and everything but the handshake) */
+    const char *every_reply; /* NULL, or the answer to every command, the handshake's too */
+    atomic_int commands;
+    atomic_bool stop;
+    pthread_t thread;
+} fake_redis_t;
+
+/* One command of a RESP request in buf[0..len): its length in bytes, 0 when incomplete; its
+ * name (the first argument, upper case) in name. */
+static size_t resp_command(const char *buf, size_t len, char *name, size_t name_size)
+{
+    const char *p = buf;
+    const char *end = buf + len;
+    long n;
+    long i;
+
+    if (len < 4 || *p != '*') {
+        return 0;
+    }
+    n = strtol(p + 1, NULL, 10);
+    p = memchr(p, '\n', (size_t)(end - p));
+    if (p == NULL) {
+        return 0;
+    }
+    p++;
+    name[0] = '\0';
+    for (i = 0; i < n; i++) {
+        long blen;
+        const char *nl;
+        if (p >= end || *p != '$') {
+            return 0;
+        }
+        blen = strtol(p + 1, NULL, 10);
+        nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl == NULL || end - (nl + 1) < blen + 2) {
+            return 0;
+        }
+        if (i == 0) {
+            size_t k;
+            for (k = 0; k < (size_t)blen && k + 1 < name_size; k++) {
+                char c = nl[1 + k];
+                name[k] = c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
+            }
+            name[k] = '\0';
+        }
+        p = nl + 1 + blen + 2;
+    }
+    return (size_t)(p - buf);
+}
+
+static void *fake_redis_run(void *arg)
+{
+    fake_redis_t *fr = arg;
+    static const char sha[] = "$40\r\n0123456789012345678901234567890123456789\r\n";
+
+    while (!atomic_load(&fr->stop)) {
+        struct pollfd pfd = {.fd = fr->listen_fd, .events = POLLIN};
+        char buf[65536];
+        size_t used = 0;
+        int c;
+
+        if (poll(&pfd, 1, 50) <= 0) {
+            continue;
+        }
+        c = accept(fr->listen_fd, NULL, NULL);
+        if (c < 0) {
+            continue;
+        }
+        for (;;) {
+            char name[32];
+            size_t n;
+            ssize_t got;
+            while ((n = resp_command(buf, used, name, sizeof(name))) > 0) {
+                const char *r = fr->every_reply != NULL        ? fr->every_reply
+                                : strcmp(name, "SCRIPT") == 0  ? sha
+                                : strcmp(name, "EVALSHA") == 0 ? fr->reply
+                                                               : "+OK\r\n";
+                atomic_fetch_add(&fr->commands, 1);
+                if (send(c, r, strlen(r), MSG_NOSIGNAL) < 0) {
+                    break;
+                }
+                memmove(buf, buf + n, used - n);
+                used -= n;
+            }
+            pfd = (struct pollfd){.fd = c, .events = POLLIN};
+            if (atomic_load(&fr->stop) || poll(&pfd, 1, 50) < 0) {
+                break;
+            }
+            if (!(pfd.revents & (POLLIN | POLLHUP))) {
+                continue;
+            }
+            if (used == sizeof(buf)) {
+                used = 0; /* a command this fake does not need to read whole */
+            }
+            got = recv(c, buf + used, sizeof(buf) - used, 0);
+            if (got <= 0) {
+                break;
+            }
+            used += (size_t)got;
+        }
+        close(c);
+    }
+    return NULL;
+}
+
+static void fake_redis_start(fake_redis_t *fr, const char *reply, const char *every_reply)
+{
+    fr->reply = reply;
+    fr->every_reply = every_reply;
+    atomic_store(&fr->stop, false);
+    atomic_store(&fr->commands, 0);
+    fr->listen_fd = listen_loopback(&fr->port);
+    assert_int_equal(pthread_create(&fr->thread, NULL, fake_redis_run, fr), 0);
+}
+
+static void fake_redis_stop(fake_redis_t *fr)
+{
+    atomic_store(&fr->stop, true);
+    pthread_join(fr->thread, NULL);
+    close(fr->listen_fd);
+}
+
+/* Each reply that means "not now" is HC_ERR_TRANSIENT at once, with the server's words; an
+ * error that a retry cannot fix stays HC_ERR_FATAL; a server that refuses new clients
+ * (maxclients) is HC_ERR_TRANSIENT at open.
+ * Mutants caught: any of BUSY, LOADING, MASTERDOWN, TRYAGAIN or the maxclients refusal left out
+ * of error_reply_class. */
+static void not_now_replies_are_transient(void **state)
+{
+    static const struct {
+        const char *reply;
+        hc_err_t want;
+    } cases[] = {
+        {"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN "
+         "NOSAVE.\r\n",
+         HC_ERR_TRANSIENT},
+        {"-LOADING Redis is loading the dataset in memory\r\n", HC_ERR_TRANSIENT},
+        {"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n",
+         HC_ERR_TRANSIENT},
+        {"-TRYAGAIN Multiple keys request during rehashing of slot\r\n", HC_ERR_TRANSIENT},
+        {"-ERR max number of clients reached\r\n", HC_ERR_TRANSIENT},
+        {"-ERR Error running script (call to f_0123): user_script:1: oops\r\n", HC_ERR_FATAL},
+    };
+    hc_store_delta_t d = {.post_id = "x", .post_id_len = 1, .delta = 1};
+    hc_store_offset_t off = {.partition = 0, .expected = HC_OFFSET_NONE, .next = 1};
+    hc_store_batch_t b = {.group = "hctest-fake",
+                          .topic = TOPIC,
+                          .offsets = &off,
+                          .offset_count = 1,
+                          .deltas = &d,
+                          .delta_count = 1};
+    char errstr[256];
+    char uri[64];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fake_redis_t fr;
+        hc_config_t cfg;
+        hc_store_t *st = NULL;
+        double t0;
+        hc_err_t err;
+        char words[40];
+
+        fake_redis_start(&fr, cases[i].reply, NULL);
+        snprintf(uri, sizeof(uri), "redis://127.0.0.1:%d", fr.port);
+        config_with(&cfg, uri, "likes:");
+        if (hc_store_open(&cfg, &st, errstr, sizeof(errstr)) != HC_OK) {
+            fail_msg("open on the fake server: %s", errstr);
+        }
+        t0 = mono_s();
+        err = hc_store_apply(st, &b, errstr, sizeof(errstr));
+        snprintf(words, sizeof(words), "%.*s", (int)strcspn(cases[i].reply + 1, " \r"),
+                 cases[i].reply + 1);
+        if (err != cases[i].want || strstr(errstr, words) == NULL) {
+            fail_msg("reply %s: %s (%s), want %s", words, hc_err_name(err), errstr,
+                     hc_err_name(cases[i].want));
+        }
+        assert_true(mono_s() - t0 < 2.0);
+        hc_store_close(st);
+        fake_redis_stop(&fr);
+        hc_config_fini(&cfg);
+    }
+
+    /* maxclients refuses the connection's first command, before the store ever runs one. */
+    {
+        fake_redis_t fr;
+        hc_config_t cfg;
+        hc_store_t *st = NULL;
+        hc_err_t err;
+
+        fake_redis_start(&fr, NULL, "-ERR max number of clients reached\r\n");
+        snprintf(uri, sizeof(uri), "redis://127.0.0.1:%d", fr.port);
+        config_with(&cfg, uri, "likes:");
+        err = hc_store_open(&cfg, &st, errstr, sizeof(errstr));
+        if (err != HC_ERR_TRANSIENT) {
+            fail_msg("open refused by maxclients: %s (%s), want HC_ERR_TRANSIENT", hc_err_name(err),
+                     errstr);
+        }
+        fake_redis_stop(&fr);
+        hc_config_fini(&cfg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1039,6 +1560,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(glob_characters_in_prefix_are_literal, setup, teardown),
         cmocka_unit_test_setup_teardown(scans_skip_other_types_and_report_bad_counts, setup,
                                         teardown),
+        cmocka_unit_test(not_now_replies_are_transient),
+        cmocka_unit_test_setup_teardown(debug_sleep_is_transient_then_counts_once, private_setup,
+                                        private_teardown),
+        cmocka_unit_test_setup_teardown(busy_script_is_transient_then_counts_once, private_setup,
+                                        private_teardown),
     };
     struct timespec now;
     unsigned int seed;
