@@ -1181,7 +1181,16 @@ static hc_err_t on_assign(void *stage, rd_kafka_t *consumer,
     if (!s2->st) {
         return HC_OK; /* stopped before the store was ever reached: take nothing */
     }
-    return assign_from_store(s2, partitions, false, errstr, errstr_size);
+    hc_err_t err = assign_from_store(s2, partitions, false, errstr, errstr_size);
+    if (err == HC_ERR_TRANSIENT && hc_stage_loop_stop_requested(&s2->loop)) {
+        /* asked to stop while the store is down: take none of them (nothing was read or
+         * consumed; the next owner reads the store's offsets) and stop cleanly */
+        hc_log(HC_LOG_INFO, s2->loop.name, "stopping with the store down: %s", errstr);
+        rd_kafka_topic_partition_list_t *none = rd_kafka_topic_partition_list_new(0);
+        err = hc_kafka_assign_add(s2->loop.consumer, none, errstr, errstr_size);
+        rd_kafka_topic_partition_list_destroy(none);
+    }
+    return err;
 }
 
 /* The assigned partitions that are not in `gone` (a revoke's list): those an incremental
@@ -1242,6 +1251,10 @@ static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *pa
         if (had_window) {
             err = assign_from_store(s2, staying, true, errstr, errstr_size);
             rd_kafka_resume_partitions(s2->loop.consumer, staying);
+            if (err == HC_ERR_TRANSIENT && hc_stage_loop_stop_requested(&s2->loop)) {
+                forget_positions(s2); /* stopping with the store down: take nothing more */
+                err = HC_OK;
+            }
         }
     }
     if (staying) {

@@ -427,6 +427,23 @@ static void one_record_above_the_store_is_retried_with_back_off(void **state)
     assert_many_exact(f, MANY);
 }
 
+/* A stage 2 asked to stop while it waits for the store to read the offsets of partitions the
+ * group just gave it stops cleanly (HC_OK, exit 0), taking none of them; before, the store's
+ * transient error became the run's error (exit 1), as combined-fault runs showed on PostgreSQL.
+ * Mutant seen failing: on_assign returning the transient error as it was. */
+static void stop_while_the_store_is_down_at_an_assignment_is_clean(void **state)
+{
+    fixture_t *f = *state;
+    produce(f, 0, "a", 1);
+    hc_fake_store_fail_reads(f->env.fake, 1000000);
+    hc_stage2_run_t a;
+    hc_stage2_run_start(&a, &f->env.cfg, "a", &f->metrics_a);
+    assert_true(hc_fake_store_wait_reads(f->env.fake, 3, WAIT_MS)); /* in the assignment */
+    hc_stage2_run_stop(&a); /* fails the test unless the run ended with HC_OK */
+    hc_stage2_run_destroy(&a);
+    assert_int_equal(hc_fake_store_batch_count(f->env.fake), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -441,6 +458,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(slow_store_shrinks_the_batch_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(one_record_above_the_store_is_retried_with_back_off, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(stop_while_the_store_is_down_at_an_assignment_is_clean,
+                                        setup, teardown),
     };
     if (getenv("HC_TEST_FILTER")) {
         cmocka_set_test_filter(getenv("HC_TEST_FILTER")); /* one test by hand */
