@@ -9,10 +9,11 @@
 # a killed Redis comes back empty and stage 2 rebuilds it from likes.partials), postgresql or
 # dynamodb (moto's server, an emulator: run under tests/harness/with-servers --dynamodb).
 # PROTOCOL classic or consumer (group.protocol=consumer, KIP-848). SECONDS: the stream's and the
-# fault phase's length (135 by default, the long variant; CTest runs 45), one round of faults
-# per 45 s. The broker and the store are private servers of the run (tests/harness/kafka-ctl,
-# redis-ctl, pg-ctl in the work directory; for DynamoDB a private tests/harness/fault-proxy.py in
-# front of the harness's emulator), so that killing them disturbs no other test.
+# fault phase's length (135 by default, the long variant; the short one is 45), one round of
+# faults per 45 s. The broker and the store are private servers of the run
+# (tests/harness/kafka-ctl, redis-ctl, pg-ctl in the work directory; for DynamoDB a private
+# tests/harness/fault-proxy.py in front of the harness's emulator), so that killing them
+# disturbs no other test.
 #
 # Two stage-1 and two stage-2 processes run (session.timeout.ms=6000, flush.ms=300) while
 # `hotcount produce` sends HC_FAULT_EVENTS Zipfian events (5 % unlikes, 0.2 % malformed) over
@@ -454,19 +455,20 @@ phase0=$(date +%s%3N)
 mapfile -t plan <"$work/plan"
 # A step that blocks (a kill aims for up to 2 s, a new process is waited for until it serves
 # metrics) delays the next; the rest of the plan then slips by as much, so that the steps keep
-# their planned distances. A step anchored to the store's outage (@store+OFF) is due OFF ms
-# after the store step ran, whatever came between (it must fall inside the outage).
-declare -A done_=()
-slip=0 store_at=''
+# their planned distances. A step anchored to a round's store outage (@storeR+OFF) is due OFF
+# ms after that round's store step ran, whatever came between (it must fall inside the outage).
+declare -A done_=() store_at=()
+slip=0 stores_run=0
 next_due() { # sets step to the pending step due first (and due), or step='' when none is due
     local i d line
     step='' due=''
     for ((i = 0; i < ${#plan[@]}; i++)); do
         [ -z "${done_[$i]:-}" ] || continue
         line=${plan[i]}
-        if [[ "$line" == *@store+* ]]; then
-            [ -n "$store_at" ] || continue # due once the store step has run
-            d=$((store_at + ${line##*@store+}))
+        if [[ "$line" =~ @store([0-9]+)\+([0-9]+)$ ]]; then
+            # due once its round's store step has run
+            [ -n "${store_at[${BASH_REMATCH[1]}]:-}" ] || continue
+            d=$((store_at[${BASH_REMATCH[1]}] + BASH_REMATCH[2]))
         else
             d=$((${line%% *} + slip))
         fi
@@ -494,7 +496,7 @@ while [ ${#done_[@]} -lt ${#plan[@]} ] || [ ${#ends[@]} -gt 0 ] || [ ${#jobs[@]}
         line=${plan[step]}
         done_[$step]=1
         late=$((now - due))
-        [[ "$line" == *@store+* ]] || [ "$late" -le 150 ] || slip=$((slip + late))
+        [[ "$line" == *@store* ]] || [ "$late" -le 150 ] || slip=$((slip + late))
         read -r _ what a b c _ <<<"$line"
         case $what in
         kill) do_kill "$a" "$b" ;;
@@ -502,7 +504,8 @@ while [ ${#done_[@]} -lt ${#plan[@]} ] || [ ${#ends[@]} -gt 0 ] || [ ${#jobs[@]}
         scale) do_scale "$a" "$b" ;;
         broker) do_broker "$a" ;;
         store)
-            store_at=$(phase_ms)
+            store_at[$stores_run]=$(phase_ms)
+            stores_run=$((stores_run + 1))
             do_store "$a" "$b"
             ;;
         *) fail "unknown step in the plan: $line" ;;

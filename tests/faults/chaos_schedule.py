@@ -22,9 +22,10 @@ with the seed alone, so a failing run is replayed by its seed). Steps:
 
 PICK is a number that chaos.sh turns into one of the processes that can take the fault at that
 moment (running, not stopped, holding partitions if any does): index PICK modulo how many there
-are, in instance-id order. A step ending in @store+OFF is due OFF ms after the store step
-actually ran, whatever the steps between them delayed (the stage-2 change inside the outage);
-every other step keeps its distance to the one before it.
+are, in instance-id order. A step ending in @storeR+OFF is due OFF ms after the store step of
+round R (0-based; the R-th store step of the plan) actually ran, whatever the steps between them
+delayed (the stage-2 change inside the outage); every other step keeps its distance to the one
+before it.
 
 watch: after the faults have healed, `hotcount status --json` every 2 s until both stages hold
 every partition at its log end (lag 0, counted in records, so transaction markers do not count).
@@ -95,11 +96,11 @@ def plan(args):
         inside = rnd.choice(kinds)
         off = int(rnd.uniform(1000, dur - SESSION_MS - 1500))  # its session ends inside too
         if inside == "kill":
-            at(s_at + off, "kill", "stage2", pick(), f"@store+{off}")
+            at(s_at + off, "kill", "stage2", pick(), f"@store{r}+{off}")
         else:
             at(u(0.05, 0.85), "kill", "stage2", pick())
         if inside == "stop":
-            at(s_at + off, "stop", "stage2", pick(), hold(), f"@store+{off}")
+            at(s_at + off, "stop", "stage2", pick(), hold(), f"@store{r}+{off}")
         else:
             at(u(0.05, 0.7), "stop", "stage2", pick(), hold())
         at(u(0.05, 0.85), "kill", "stage1", pick())
@@ -111,7 +112,7 @@ def plan(args):
             off = int(rnd.uniform(2000, dur - 1500))
             gaps[0] = min(gaps[0], s_at + off - base - 500)
             up = s_at + off - gaps[0]
-            anchor = [f"@store+{off}"]
+            anchor = [f"@store{r}+{off}"]
         else:
             up = u(0.04, 0.4)
             room = base + 0.92 * span - up  # the round's steps end before its last 8 %
