@@ -31,6 +31,8 @@
 
 #include <string.h>
 
+#include "hotcount/siphash.h"
+
 /* Keys checked inline for duplicates, per parse (shared by all open objects). Events carry a
  * handful of keys, so 32 (1 KiB of records) covers them; an object with more keys gets the
  * rest checked once it closes (object_has_duplicate), in batches, never byte-by-byte
@@ -597,27 +599,34 @@ static bool keys_equal(const unsigned char *a, size_t alen, bool aesc, const uns
     return true;
 }
 
+/* The keys of one object are untrusted input, and an object with more than KEY_SLOTS keys goes
+ * through the hash table of object_has_duplicate: with an unkeyed hash (this was FNV-1a 32)
+ * a producer could send ids whose digests share one probe run, and every key of the event
+ * would then compare against every other (DEFER_BATCH times the work). SipHash-1-3 under the
+ * process key (hotcount/siphash.h) over the decoded bytes, so "a" and "\u0061" still meet. */
 static uint32_t key_digest(const struct span *key, size_t *dec_len)
 {
-    uint32_t h = 2166136261u;
-    size_t n = 0;
+    hc_hash_key_t hkey = hc_hash_process_key();
+    uint64_t h;
 
     if (!key->escaped) {
-        for (size_t i = 0; i < key->len; i++) {
-            h = (h ^ key->start[i]) * 16777619u;
-        }
-        n = key->len;
+        *dec_len = key->len;
+        h = hc_siphash13(&hkey, key->start, key->len);
     } else {
+        hc_siphash13_stream_t st;
         struct dec d;
         int c;
+        size_t n = 0;
+        hc_siphash13_init(&st, &hkey);
         dec_init(&d, key->start, key->len);
         while ((c = dec_next(&d)) >= 0) {
-            h = (h ^ (unsigned)c) * 16777619u;
+            hc_siphash13_byte(&st, (unsigned char)c);
             n++;
         }
+        *dec_len = n;
+        h = hc_siphash13_final(&st);
     }
-    *dec_len = n;
-    return h;
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 /* Moves past a validated string body starting after its opening quote; returns the closing
@@ -725,8 +734,8 @@ struct key_table {
 /* True if k is in t; otherwise adds it when add is set. */
 static bool table_has(struct key_table *t, const struct key_rec *k, bool add)
 {
-    /* Fibonacci hashing spreads FNV's low-entropy low bits over the index */
-    uint32_t i = (k->hash * 2654435769u) >> (32 - 10);
+    /* the top bits of a keyed hash: any ten bits of SipHash are as good as any other */
+    uint32_t i = k->hash >> (32 - 10);
 
     for (;; i = (i + 1) & (DEFER_SLOTS - 1)) {
         if (t->slot[i] == 0) {

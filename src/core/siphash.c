@@ -116,6 +116,44 @@ uint64_t hc_siphash24(const hc_hash_key_t *key, const void *data, size_t len)
     return siphash(key, data, len, 2, 4);
 }
 
+void hc_siphash13_init(hc_siphash13_stream_t *st, const hc_hash_key_t *key)
+{
+    st->v0 = key->k0 ^ 0x736f6d6570736575ull;
+    st->v1 = key->k1 ^ 0x646f72616e646f6dull;
+    st->v2 = key->k0 ^ 0x6c7967656e657261ull;
+    st->v3 = key->k1 ^ 0x7465646279746573ull;
+    st->m = 0;
+    st->len = 0;
+}
+
+void hc_siphash13_byte(hc_siphash13_stream_t *st, unsigned char byte)
+{
+    st->m |= (uint64_t)byte << (8 * (st->len & 7));
+    st->len++;
+    if ((st->len & 7) == 0) {
+        uint64_t v0 = st->v0, v1 = st->v1, v2 = st->v2, v3 = st->v3;
+        v3 ^= st->m;
+        SIPROUND;
+        v0 ^= st->m;
+        st->v0 = v0, st->v1 = v1, st->v2 = v2, st->v3 = v3;
+        st->m = 0;
+    }
+}
+
+uint64_t hc_siphash13_final(hc_siphash13_stream_t *st)
+{
+    uint64_t v0 = st->v0, v1 = st->v1, v2 = st->v2, v3 = st->v3;
+    uint64_t b = st->m | (uint64_t)st->len << 56; /* the 0..7 bytes left, and len mod 256 */
+    v3 ^= b;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    for (int i = 0; i < 3; i++) {
+        SIPROUND;
+    }
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
 static hc_hash_key_t process_key;
 static pthread_once_t process_key_once = PTHREAD_ONCE_INIT;
 

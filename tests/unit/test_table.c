@@ -823,6 +823,26 @@ static void siphash_matches_the_paper(void **state)
     assert_true(hc_siphash13(&a, "post", 4) != hc_siphash13(&other, "post", 4));
 }
 
+/* The byte stream (JSON keys decoded from their escapes) gives what the one-shot hash gives,
+ * for every tail length and across several words. */
+static void siphash_stream_matches_one_shot(void **state)
+{
+    (void)state;
+    hc_hash_key_t key = hc_hash_process_key();
+    unsigned char msg[70];
+    for (size_t i = 0; i < sizeof(msg); i++) {
+        msg[i] = (unsigned char)(i * 37 + 11);
+    }
+    for (size_t len = 0; len <= sizeof(msg); len++) {
+        hc_siphash13_stream_t st;
+        hc_siphash13_init(&st, &key);
+        for (size_t i = 0; i < len; i++) {
+            hc_siphash13_byte(&st, msg[i]);
+        }
+        assert_true(hc_siphash13_final(&st) == hc_siphash13(&key, msg, len));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -848,6 +868,7 @@ int main(void)
         cmocka_unit_test(matches_naive_reference_over_random_ops),
         cmocka_unit_test(table_resists_old_hash_collisions),
         cmocka_unit_test(siphash_matches_the_paper),
+        cmocka_unit_test(siphash_stream_matches_one_shot),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,4 +27,17 @@ hc_hash_key_t hc_hash_process_key(void);
 uint64_t hc_siphash13(const hc_hash_key_t *key, const void *data, size_t len);
 uint64_t hc_siphash24(const hc_hash_key_t *key, const void *data, size_t len);
 
+/* SipHash-1-3 fed a byte at a time, for input that only exists as a stream (a JSON key decoded
+ * from its escapes): init, any number of _byte calls, then _final, which gives what
+ * hc_siphash13 gives for the same bytes. Caller's storage; no allocation. */
+typedef struct hc_siphash13_stream {
+    uint64_t v0, v1, v2, v3;
+    uint64_t m; /* the word being filled, little-endian */
+    size_t len; /* bytes fed so far */
+} hc_siphash13_stream_t;
+
+void hc_siphash13_init(hc_siphash13_stream_t *st, const hc_hash_key_t *key);
+void hc_siphash13_byte(hc_siphash13_stream_t *st, unsigned char byte);
+uint64_t hc_siphash13_final(hc_siphash13_stream_t *st);
+
 #endif
