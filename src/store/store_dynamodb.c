@@ -54,6 +54,7 @@
  * checks its counts before it begins (docs/DYNAMODB.md, "Counts past int64"). */
 #include "store_dynamodb.h"
 #include "store_impl.h"
+#include "store_util.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -222,13 +223,8 @@ typedef struct hash2 {
 
 static void hash_bytes(hash2_t *h, const void *data, size_t len)
 {
-    const unsigned char *p = data;
-    size_t i;
-
-    for (i = 0; i < len; i++) {
-        h->a = (h->a ^ p[i]) * 0x100000001b3ULL;
-        h->b = (h->b ^ p[i]) * 0x100000001b3ULL;
-    }
+    h->a = hc_store_fnv1a64(h->a, data, len);
+    h->b = hc_store_fnv1a64(h->b, data, len);
 }
 
 static void hash_i64(hash2_t *h, int64_t v)
@@ -1225,23 +1221,8 @@ static _Thread_local const hc_store_batch_t *sort_batch;
 
 static int cmp_delta(const void *a, const void *b)
 {
-    const hc_store_delta_t *x = &sort_batch->deltas[*(const size_t *)a];
-    const hc_store_delta_t *y = &sort_batch->deltas[*(const size_t *)b];
-    size_t n = x->post_id_len < y->post_id_len ? x->post_id_len : y->post_id_len;
-    int c = memcmp(x->post_id, y->post_id, n);
-
-    if (c != 0) {
-        return c;
-    }
-    return x->post_id_len < y->post_id_len ? -1 : x->post_id_len > y->post_id_len;
-}
-
-static int cmp_offset(const void *a, const void *b)
-{
-    const hc_store_offset_t *x = a;
-    const hc_store_offset_t *y = b;
-
-    return x->partition < y->partition ? -1 : x->partition > y->partition;
+    return hc_store_delta_cmp(&sort_batch->deltas[*(const size_t *)a],
+                              &sort_batch->deltas[*(const size_t *)b]);
 }
 
 static char *offsets_to_text(const hc_store_offset_t *offs, size_t n)
@@ -1336,7 +1317,7 @@ static void marker_key_of(ddb_batch_t *b, const char *group, const char *topic)
 static hc_err_t batch_init(ddb_store_t *ds, ddb_batch_t *b, const hc_store_batch_t *in,
                            char *errstr, size_t errstr_size)
 {
-    hash2_t h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
+    hash2_t h = {HC_STORE_FNV1A64_BASIS, 0x84222325cbf29ce4ULL};
     size_t i;
 
     memset(b, 0, sizeof(*b));
@@ -1378,7 +1359,7 @@ static hc_err_t batch_init(ddb_store_t *ds, ddb_batch_t *b, const hc_store_batch
         memcpy(b->offs, in->offsets, in->offset_count * sizeof(*b->offs));
     }
     b->offset_count = in->offset_count;
-    qsort(b->offs, b->offset_count, sizeof(*b->offs), cmp_offset);
+    qsort(b->offs, b->offset_count, sizeof(*b->offs), hc_store_offset_cmp);
     b->offsets_text = offsets_to_text(b->offs, b->offset_count);
     if (b->offsets_text == NULL) {
         goto oom;
@@ -2685,97 +2666,18 @@ static hc_err_t scan_counts(ddb_store_t *ds, scan_fn fn, void *opaque, char *err
     }
 }
 
-typedef struct top_heap {
-    hc_store_row_t *rows; /* a min-heap of the best n so far: rows[0] is the weakest */
-    size_t n;
-    size_t count;
-} top_heap_t;
-
-/* a ranks below b: fewer likes, or as many and a larger post id. */
-static bool row_below(const hc_store_row_t *a, const hc_store_row_t *b)
-{
-    size_t n;
-    int c;
-
-    if (a->likes != b->likes) {
-        return a->likes < b->likes;
-    }
-    n = a->post_id_len < b->post_id_len ? a->post_id_len : b->post_id_len;
-    c = memcmp(a->post_id, b->post_id, n);
-    if (c == 0) {
-        c = a->post_id_len < b->post_id_len ? -1 : a->post_id_len > b->post_id_len;
-    }
-    return c > 0;
-}
-
-static void heap_down(top_heap_t *h, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1;
-        size_t r = l + 1;
-        size_t m = i;
-        hc_store_row_t tmp;
-        if (l < h->count && row_below(&h->rows[l], &h->rows[m])) {
-            m = l;
-        }
-        if (r < h->count && row_below(&h->rows[r], &h->rows[m])) {
-            m = r;
-        }
-        if (m == i) {
-            return;
-        }
-        tmp = h->rows[i];
-        h->rows[i] = h->rows[m];
-        h->rows[m] = tmp;
-        i = m;
-    }
-}
-
-static bool on_top_item(const char *id, size_t len, int64_t likes, void *opaque)
-{
-    top_heap_t *h = opaque;
-    hc_store_row_t row;
-    size_t i;
-
-    memcpy(row.post_id, id, len);
-    row.post_id[len] = '\0';
-    row.post_id_len = len;
-    row.likes = likes;
-    if (h->count < h->n) {
-        i = h->count++;
-        h->rows[i] = row;
-        while (i > 0 && row_below(&h->rows[i], &h->rows[(i - 1) / 2])) {
-            hc_store_row_t tmp = h->rows[i];
-            h->rows[i] = h->rows[(i - 1) / 2];
-            h->rows[(i - 1) / 2] = tmp;
-            i = (i - 1) / 2;
-        }
-    } else if (row_below(&h->rows[0], &row)) {
-        h->rows[0] = row;
-        heap_down(h, 0);
-    }
-    return true;
-}
-
-static int cmp_rank(const void *a, const void *b)
-{
-    const hc_store_row_t *x = a;
-    const hc_store_row_t *y = b;
-
-    return row_below(y, x) ? -1 : row_below(x, y) ? 1 : 0;
-}
-
 static hc_err_t ddb_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t *count_out,
                         char *errstr, size_t errstr_size)
 {
-    top_heap_t h = {rows_out, n, 0};
-    hc_err_t err = scan_counts(ddb_store(st), on_top_item, &h, errstr, errstr_size);
+    hc_store_top_t h;
+    hc_err_t err;
 
+    hc_store_top_init(&h, rows_out, n);
+    err = scan_counts(ddb_store(st), hc_store_top_offer, &h, errstr, errstr_size);
     if (err != HC_OK) {
         return err;
     }
-    qsort(rows_out, h.count, sizeof(*rows_out), cmp_rank);
-    *count_out = h.count;
+    *count_out = hc_store_top_finish(&h);
     return HC_OK;
 }
 

@@ -66,6 +66,7 @@
  * crash may lose the last commits, but deltas and offsets roll back together, so stage 2 re-reads
  * the older offsets and re-applies the same partials. */
 #include "store_impl.h"
+#include "store_util.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -1122,11 +1123,10 @@ static hc_err_t offsets_move(pgsql_store_t *pst, const hc_store_batch_t *batch,
 }
 
 /* Adds d[0..count) in one statement. */
-static int delta_cmp(const void *a, const void *b);
 
-/* Adds d[0..count) (sorted by delta_cmp, each id once) and sets totals[k] to d[k]'s new total.
- * HC_ERR_RECORD, *refused the first delta whose sum would leave bigint (the statement left its
- * row alone: see STMT_COUNTS_ADD); the caller rolls back. */
+/* Adds d[0..count) (sorted by hc_store_delta_cmp, each id once) and sets totals[k] to d[k]'s new
+ * total. HC_ERR_RECORD, *refused the first delta whose sum would leave bigint (the statement left
+ * its row alone: see STMT_COUNTS_ADD); the caller rolls back. */
 static hc_err_t counts_add(pgsql_store_t *pst, const hc_store_delta_t *d, size_t count,
                            int64_t updated_ms, int64_t *totals, const hc_store_delta_t **refused,
                            char *errstr, size_t errstr_size)
@@ -1188,7 +1188,7 @@ static hc_err_t counts_add(pgsql_store_t *pst, const hc_store_delta_t *d, size_t
     }
     for (int row = 0; err == HC_OK && row < PQntuples(res); row++) {
         hc_store_delta_t key = {PQgetvalue(res, row, 0), (size_t)PQgetlength(res, row, 0), 0};
-        const hc_store_delta_t *at = bsearch(&key, d, count, sizeof(*d), delta_cmp);
+        const hc_store_delta_t *at = bsearch(&key, d, count, sizeof(*d), hc_store_delta_cmp);
         if (PQgetisnull(res, row, 0) || at == NULL || !value_i64(res, row, 1, &totals[at - d])) {
             err = layout_fail(stmt_defs[STMT_COUNTS_ADD].what, errstr, errstr_size);
         } else if (seen != NULL) {
@@ -1223,35 +1223,12 @@ static void refuse(const hc_store_batch_t *batch, const hc_store_delta_t *bad)
     }
 }
 
-/* Byte order, shorter first on a common prefix: the "C" collation's order. */
-static int delta_cmp(const void *a, const void *b)
-{
-    const hc_store_delta_t *x = a;
-    const hc_store_delta_t *y = b;
-    size_t n = x->post_id_len < y->post_id_len ? x->post_id_len : y->post_id_len;
-    int c = memcmp(x->post_id, y->post_id, n);
-
-    if (c != 0) {
-        return c;
-    }
-    return (x->post_id_len > y->post_id_len) - (x->post_id_len < y->post_id_len);
-}
-
-static int offset_cmp(const void *a, const void *b)
-{
-    const hc_store_offset_t *x = a;
-    const hc_store_offset_t *y = b;
-
-    return (x->partition > y->partition) - (x->partition < y->partition);
-}
-
 /* Copies the batch's deltas into pst->deltas sorted by id, a repeated id summed into one. */
 static hc_err_t sort_deltas(pgsql_store_t *pst, const hc_store_batch_t *batch, size_t *count_out,
                             char *errstr, size_t errstr_size)
 {
     hc_store_delta_t *d;
-    size_t n = 0;
-    size_t i;
+    size_t bad;
 
     *count_out = 0;
     if (batch->delta_count == 0) {
@@ -1263,20 +1240,12 @@ static hc_err_t sort_deltas(pgsql_store_t *pst, const hc_store_batch_t *batch, s
     }
     d = pst->deltas.data;
     memcpy(d, batch->deltas, batch->delta_count * sizeof(*d));
-    qsort(d, batch->delta_count, sizeof(*d), delta_cmp);
-    for (i = 0; i < batch->delta_count; i++) {
-        if (n > 0 && delta_cmp(&d[n - 1], &d[i]) == 0) {
-            if (__builtin_add_overflow(d[n - 1].delta, d[i].delta, &d[n - 1].delta)) {
-                hc_errstr_set(errstr, errstr_size,
-                              "postgresql store: the deltas of a post listed twice overflow");
-                refuse(batch, &d[i]);
-                return HC_ERR_RECORD;
-            }
-            continue;
-        }
-        d[n++] = d[i];
+    if (!hc_store_deltas_merge(d, batch->delta_count, count_out, &bad)) {
+        hc_errstr_set(errstr, errstr_size,
+                      "postgresql store: the deltas of a post listed twice overflow");
+        refuse(batch, &d[bad]);
+        return HC_ERR_RECORD;
     }
-    *count_out = n;
     return HC_OK;
 }
 
@@ -1313,8 +1282,8 @@ static hc_err_t sort_offsets(pgsql_store_t *pst, const hc_store_batch_t *batch, 
             offs[k++] = batch->offsets[i];
         }
     }
-    qsort(offs, cas, sizeof(*offs), offset_cmp);
-    qsort(offs + cas, batch->offset_count - cas, sizeof(*offs), offset_cmp);
+    qsort(offs, cas, sizeof(*offs), hc_store_offset_cmp);
+    qsort(offs + cas, batch->offset_count - cas, sizeof(*offs), hc_store_offset_cmp);
     *cas_out = cas;
     return HC_OK;
 }
@@ -1427,7 +1396,8 @@ static hc_err_t apply_batch(hc_store_t *st, const hc_store_batch_t *batch, char 
     }
     /* Back in the caller's order; a post listed twice was merged into one sorted entry. */
     for (i = 0; batch->totals_out != NULL && i < batch->delta_count; i++) {
-        const hc_store_delta_t *at = bsearch(&batch->deltas[i], d, n_deltas, sizeof(*d), delta_cmp);
+        const hc_store_delta_t *at =
+            bsearch(&batch->deltas[i], d, n_deltas, sizeof(*d), hc_store_delta_cmp);
         assert(at != NULL); /* d holds every id of the batch */
         batch->totals_out[i] = totals[at - d];
     }

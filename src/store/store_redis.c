@@ -89,6 +89,7 @@
  * maxmemory-policy noeviction: an evicted count is lost for good (an evicted staging list is
  * merely retried). */
 #include "store_impl.h"
+#include "store_util.h"
 
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
@@ -246,23 +247,6 @@ typedef struct args {
     size_t cap;
     bool failed;
 } args_t;
-
-/* Post ids already reported by a scan: open addressing over FNV-1a hashes, the ids themselves
- * in one arena so that equal hashes are settled by comparing bytes. */
-typedef struct seen_slot {
-    uint64_t hash; /* 0: empty */
-    size_t off;
-    size_t len;
-} seen_slot_t;
-
-typedef struct seen {
-    seen_slot_t *slots; /* owned */
-    size_t cap;         /* a power of two, or 0 */
-    size_t count;
-    char *arena; /* owned */
-    size_t used;
-    size_t size;
-} seen_t;
 
 typedef struct redis_store {
     hc_store_t base;   /* first: store.c only sees this */
@@ -437,95 +421,6 @@ static hc_err_t args_finish(args_t *a, char *errstr, size_t errstr_size)
 }
 
 /* ---- the seen set ---- */
-
-static uint64_t fnv1a64(const char *p, size_t len)
-{
-    uint64_t h = 14695981039346656037ULL;
-    size_t i;
-
-    for (i = 0; i < len; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ULL;
-    }
-    return h == 0 ? 1 : h; /* 0 marks an empty slot */
-}
-
-static void seen_fini(seen_t *s)
-{
-    free(s->slots);
-    free(s->arena);
-    memset(s, 0, sizeof(*s));
-}
-
-static void seen_place(seen_slot_t *slots, size_t cap, const seen_slot_t *slot)
-{
-    size_t i = (size_t)slot->hash & (cap - 1);
-
-    while (slots[i].hash != 0) {
-        i = (i + 1) & (cap - 1);
-    }
-    slots[i] = *slot;
-}
-
-/* *fresh tells whether id was new. HC_ERR_FATAL only when out of memory. */
-static hc_err_t seen_add(seen_t *s, const char *id, size_t len, bool *fresh, char *errstr,
-                         size_t errstr_size)
-{
-    uint64_t hash = fnv1a64(id, len);
-    seen_slot_t slot;
-    seen_slot_t *slots;
-    size_t cap;
-    size_t size;
-    size_t i;
-    char *arena;
-
-    /* At most half full, so that probes stay short. */
-    if ((s->count + 1) * 2 > s->cap) {
-        cap = s->cap == 0 ? 1024 : s->cap * 2;
-        slots = calloc(cap, sizeof(*slots));
-        if (slots == NULL) {
-            goto fail_oom;
-        }
-        for (i = 0; i < s->cap; i++) {
-            if (s->slots[i].hash != 0) {
-                seen_place(slots, cap, &s->slots[i]);
-            }
-        }
-        free(s->slots);
-        s->slots = slots;
-        s->cap = cap;
-    }
-    for (i = (size_t)hash & (s->cap - 1); s->slots[i].hash != 0; i = (i + 1) & (s->cap - 1)) {
-        if (s->slots[i].hash == hash && s->slots[i].len == len &&
-            memcmp(s->arena + s->slots[i].off, id, len) == 0) {
-            *fresh = false;
-            return HC_OK;
-        }
-    }
-    if (s->size - s->used < len) {
-        size = s->size == 0 ? 65536 : s->size;
-        while (size - s->used < len) {
-            size *= 2;
-        }
-        arena = realloc(s->arena, size);
-        if (arena == NULL) {
-            goto fail_oom;
-        }
-        s->arena = arena;
-        s->size = size;
-    }
-    memcpy(s->arena + s->used, id, len);
-    slot = (seen_slot_t){.hash = hash, .off = s->used, .len = len};
-    s->used += len;
-    s->slots[i] = slot;
-    s->count++;
-    *fresh = true;
-    return HC_OK;
-
-fail_oom:
-    hc_errstr_set(errstr, errstr_size, "redis store: out of memory while scanning");
-    return HC_ERR_FATAL;
-}
 
 /* ---- connection and commands ---- */
 
@@ -955,51 +850,6 @@ static hc_err_t run_script(redis_store_t *rs, args_t *a, redisReply **reply_out,
 
 /* ---- opening ---- */
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-/* A percent-decoded copy of [p, p + len), or NULL (*bad set when the encoding is broken). */
-static char *percent_decode(const char *p, size_t len, bool *bad)
-{
-    char *out = malloc(len + 1);
-    size_t i;
-    size_t n = 0;
-    int hi;
-    int lo;
-
-    if (out == NULL) {
-        return NULL;
-    }
-    for (i = 0; i < len; i++) {
-        if (p[i] != '%') {
-            out[n++] = p[i];
-            continue;
-        }
-        hi = i + 2 < len ? hex_value(p[i + 1]) : -1;
-        lo = i + 2 < len ? hex_value(p[i + 2]) : -1;
-        if (hi < 0 || lo < 0 || hi * 16 + lo == 0) { /* %00 would cut the C string short */
-            *bad = true;
-            free(out);
-            return NULL;
-        }
-        out[n++] = (char)(hi * 16 + lo);
-        i += 2;
-    }
-    out[n] = '\0';
-    return out;
-}
-
 /* Decimal digits in [p, end) as an int within [min, max]. */
 static bool parse_uint_range(const char *p, const char *end, long min, long max, int *out)
 {
@@ -1061,7 +911,7 @@ static hc_err_t parse_tls_options(redis_store_t *rs, const char *p, const char *
             *why = "a TLS option is empty or given twice";
             return HC_ERR_INVALID;
         }
-        *slot = percent_decode(eq + 1, (size_t)(p + len - eq - 1), bad);
+        *slot = hc_store_percent_decode(eq + 1, (size_t)(p + len - eq - 1), bad);
         if (*slot == NULL) {
             *why = *bad ? "bad percent-encoding in a TLS option" : NULL;
             return *bad ? HC_ERR_INVALID : HC_ERR_FATAL;
@@ -1091,7 +941,7 @@ static hc_err_t parse_uri(redis_store_t *rs, const char *uri, char *errstr, size
         colon = memchr(rest, ':', (size_t)(at - rest));
         if (colon == NULL) {
             /* "user@": the password comes from store.password.file */
-            rs->user = percent_decode(rest, (size_t)(at - rest), &bad);
+            rs->user = hc_store_percent_decode(rest, (size_t)(at - rest), &bad);
             if (rs->user == NULL) {
                 goto fail_decode;
             }
@@ -1100,13 +950,13 @@ static hc_err_t parse_uri(redis_store_t *rs, const char *uri, char *errstr, size
                 goto fail_invalid;
             }
         } else if (colon > rest) {
-            rs->user = percent_decode(rest, (size_t)(colon - rest), &bad);
+            rs->user = hc_store_percent_decode(rest, (size_t)(colon - rest), &bad);
             if (rs->user == NULL) {
                 goto fail_decode;
             }
         }
         if (colon != NULL) {
-            rs->password = percent_decode(colon + 1, (size_t)(at - colon - 1), &bad);
+            rs->password = hc_store_percent_decode(colon + 1, (size_t)(at - colon - 1), &bad);
             if (rs->password == NULL) {
                 goto fail_decode;
             }
@@ -1709,9 +1559,9 @@ static char *scan_pattern(const redis_store_t *rs)
 
 /* One SCAN page and the MGET of its keys; fn is called once per post not seen before. Updates
  * cursor; *more turns false at the end of the scan or when fn asks to stop. */
-static hc_err_t scan_page(redis_store_t *rs, const char *pattern, char cursor[24], seen_t *seen,
-                          hc_store_row_fn fn, void *opaque, bool *more, char *errstr,
-                          size_t errstr_size)
+static hc_err_t scan_page(redis_store_t *rs, const char *pattern, char cursor[24],
+                          hc_store_seen_t *seen, hc_store_row_fn fn, void *opaque, bool *more,
+                          char *errstr, size_t errstr_size)
 {
     redisReply *reply;
     redisReply *keys;
@@ -1783,9 +1633,9 @@ static hc_err_t scan_page(redis_store_t *rs, const char *pattern, char cursor[24
                           rs->args.argv[i + 1], id_len, HC_POST_ID_MAX);
             return HC_ERR_FATAL;
         }
-        err = seen_add(seen, id, id_len, &fresh, errstr, errstr_size);
-        if (err != HC_OK) {
-            return err;
+        if (!hc_store_seen_add(seen, id, id_len, &fresh)) {
+            hc_errstr_set(errstr, errstr_size, "redis store: out of memory while scanning");
+            return HC_ERR_FATAL;
         }
         if (fresh && !fn(id, id_len, likes, opaque)) {
             *more = false;
@@ -1799,7 +1649,7 @@ static hc_err_t scan_counts(redis_store_t *rs, hc_store_row_fn fn, void *opaque,
                             size_t errstr_size)
 {
     char cursor[24] = "0";
-    seen_t seen = {0};
+    hc_store_seen_t seen = {0};
     char *pattern;
     bool more = true;
     hc_err_t err = HC_OK;
@@ -1812,7 +1662,7 @@ static hc_err_t scan_counts(redis_store_t *rs, hc_store_row_fn fn, void *opaque,
     while (err == HC_OK && more) {
         err = scan_page(rs, pattern, cursor, &seen, fn, opaque, &more, errstr, errstr_size);
     }
-    seen_fini(&seen);
+    hc_store_seen_fini(&seen);
     free(pattern);
     return err;
 }
@@ -1823,92 +1673,20 @@ static hc_err_t redis_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, 
     return scan_counts(redis_store(st), fn, opaque, errstr, errstr_size);
 }
 
-/* top's min-heap: the row that ranks last sits at the root, ready to be pushed out. */
-typedef struct top_heap {
-    hc_store_row_t *rows; /* borrowed: the caller's rows_out */
-    size_t n;
-    size_t count;
-} top_heap_t;
-
-/* < 0 when a ranks before b: more likes first, then post ids in byte order. */
-static int row_rank(const hc_store_row_t *a, const hc_store_row_t *b)
-{
-    size_t len = a->post_id_len < b->post_id_len ? a->post_id_len : b->post_id_len;
-    int c;
-
-    if (a->likes != b->likes) {
-        return a->likes > b->likes ? -1 : 1;
-    }
-    c = memcmp(a->post_id, b->post_id, len);
-    if (c != 0) {
-        return c;
-    }
-    return a->post_id_len < b->post_id_len ? -1 : (a->post_id_len > b->post_id_len ? 1 : 0);
-}
-
-static int row_rank_qsort(const void *a, const void *b)
-{
-    return row_rank(a, b);
-}
-
-static void row_swap(hc_store_row_t *a, hc_store_row_t *b)
-{
-    hc_store_row_t tmp = *a;
-
-    *a = *b;
-    *b = tmp;
-}
-
-static bool top_offer(const char *post_id, size_t post_id_len, int64_t likes, void *opaque)
-{
-    top_heap_t *h = opaque;
-    hc_store_row_t cand;
-    size_t i;
-    size_t child;
-
-    cand.likes = likes;
-    cand.post_id_len = post_id_len;
-    memcpy(cand.post_id, post_id, post_id_len);
-    cand.post_id[post_id_len] = '\0';
-    if (h->count < h->n) {
-        i = h->count++;
-        h->rows[i] = cand;
-        while (i > 0 && row_rank(&h->rows[(i - 1) / 2], &h->rows[i]) < 0) {
-            row_swap(&h->rows[(i - 1) / 2], &h->rows[i]);
-            i = (i - 1) / 2;
-        }
-        return true;
-    }
-    if (row_rank(&cand, &h->rows[0]) >= 0) {
-        return true; /* ranks after the last of the current top n */
-    }
-    h->rows[0] = cand;
-    for (i = 0; (child = 2 * i + 1) < h->count; i = child) {
-        if (child + 1 < h->count && row_rank(&h->rows[child + 1], &h->rows[child]) > 0) {
-            child++;
-        }
-        if (row_rank(&h->rows[i], &h->rows[child]) >= 0) {
-            break;
-        }
-        row_swap(&h->rows[i], &h->rows[child]);
-    }
-    return true;
-}
-
 static hc_err_t redis_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t *count_out,
                           char *errstr, size_t errstr_size)
 {
-    top_heap_t heap = {.rows = rows_out, .n = n, .count = 0};
+    hc_store_top_t heap;
     hc_err_t err;
 
     /* Redis keeps no order by value: every count is read once (O(keys)), and only n rows are
      * ever held. */
-    err = scan_counts(redis_store(st), top_offer, &heap, errstr, errstr_size);
+    hc_store_top_init(&heap, rows_out, n);
+    err = scan_counts(redis_store(st), hc_store_top_offer, &heap, errstr, errstr_size);
     if (err != HC_OK) {
         return err;
     }
-    qsort(rows_out, heap.count, sizeof(*rows_out), row_rank_qsort);
-    *count_out = heap.count;
+    *count_out = hc_store_top_finish(&heap);
     return HC_OK;
 }
 
