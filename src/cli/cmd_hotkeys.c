@@ -72,6 +72,17 @@ static hc_err_t on_record(const rd_kafka_message_t *rkm, void *opaque)
     set->records++;
     hc_hotkey_record_t rec;
     char errstr[256];
+    if (!rkm->payload && rkm->key && rkm->key_len < HC_POST_ID_MAX + 16) {
+        /* a tombstone: the post left the set; its key's record (if read) stops counting */
+        char key[HC_POST_ID_MAX + 16];
+        memcpy(key, rkm->key, rkm->key_len);
+        key[rkm->key_len] = '\0';
+        json_t *at = json_object_get(set->index, key);
+        if (at) {
+            set->recs[json_integer_value(at)].hot = false;
+        }
+        return HC_OK;
+    }
     if (hc_hotkey_record_parse(rkm->payload, rkm->len, &rec, errstr, sizeof(errstr)) != HC_OK) {
         set->invalid++;
         return HC_OK;
@@ -265,7 +276,10 @@ static int list(hc_cli_t *cli)
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
 {
     (void)rk;
-    *(rd_kafka_resp_err_t *)opaque = rkm->err;
+    rd_kafka_resp_err_t *delivered = opaque;
+    if (*delivered == RD_KAFKA_RESP_ERR__IN_PROGRESS || rkm->err) {
+        *delivered = rkm->err; /* the first error of the record and its tombstone */
+    }
 }
 
 static int write_record(hc_cli_t *cli, const hc_hotkey_record_t *rec)
@@ -285,6 +299,13 @@ static int write_record(hc_cli_t *cli, const hc_hotkey_record_t *rec)
     if (value && klen > 0) {
         err = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(cli->cfg.topic_hotkeys),
                                 RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE(value, strlen(value)),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    }
+    if (!err && !rec->hot) {
+        /* undeclared: a tombstone after the "cool" record, so compaction forgets the post
+         * (docs/FORMATS.md, "Hot keys") */
+        err = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(cli->cfg.topic_hotkeys),
+                                RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE(NULL, 0),
                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
     }
     free(value);

@@ -30,8 +30,9 @@ static int apply(hc_hotkeys_follow_t *f, const rd_kafka_message_t *rkm)
         return 0;
     }
     char errstr[256];
-    hc_err_t err = hc_hotview_apply_value(f->hv, rkm->payload ? rkm->payload : "", rkm->len, errstr,
-                                          sizeof(errstr));
+    /* rkm->payload NULL is a tombstone: the post left the set (hotkeys_pub.h) */
+    hc_err_t err = hc_hotview_apply_message(f->hv, rkm->key, rkm->key_len, rkm->payload, rkm->len,
+                                            hc_wall_ms(), errstr, sizeof(errstr));
     if (err == HC_ERR_FATAL) {
         return -1;
     }

@@ -117,6 +117,15 @@ static void publish(hc_hotkeys_pub_t *hp, const hc_hotset_transition_t *t)
                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
     }
     free(value);
+    if (!err && !rec.hot) {
+        /* The post left the set: a tombstone after its "cool" record, so compaction forgets the
+         * post (after delete.retention.ms) instead of keeping its last record forever. Readers
+         * that start later then never read the posts of a deployment's whole life (issue 25,
+         * item 4); readers following now saw the "cool" record, the audit's last line. */
+        err = rd_kafka_producev(hp->rk, RD_KAFKA_V_TOPIC(hp->cfg->topic_hotkeys),
+                                RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE(NULL, 0),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    }
     if (err) {
         if (hp->failed++ == 0) {
             hc_log(HC_LOG_WARN, hp->area, "hotkeys record not produced to %s: %s",

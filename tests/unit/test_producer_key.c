@@ -109,7 +109,7 @@ static void hot_post_is_salted_as_the_static_rule(void **state)
     rec.hot = false; /* the post cools: the same key replaces the record */
     assert_int_equal(hc_hotview_apply(hv, &rec), HC_OK);
     assert_int_equal(hc_hotview_salts(hv, "42", 2, T0), 0);
-    assert_int_equal(hc_hotview_posts(hv), 1);
+    assert_int_equal(hc_hotview_posts(hv), 0); /* it left the set: nothing to hold */
     assert_int_equal(hc_hotview_records(hv), 2);
     hc_hotview_destroy(hv);
 }
@@ -149,7 +149,7 @@ static void view_keeps_every_post_through_growth(void **state)
         hc_hotkey_record_t rec = detected(post, p % 2 == 0);
         assert_int_equal(hc_hotview_apply(hv, &rec), HC_OK);
     }
-    assert_int_equal(hc_hotview_posts(hv), 5000);
+    assert_int_equal(hc_hotview_posts(hv), 2500); /* the cool half is not held */
     for (int p = 0; p < 5000; p++) {
         int len = snprintf(post, sizeof(post), "%d", p);
         assert_int_equal(hc_hotview_salts(hv, post, (size_t)len, T0), p % 2 == 0 ? 8 : 0);
@@ -243,6 +243,132 @@ static void listing_names_only_what_is_hot_now(void **state)
     hc_hotview_destroy(hv);
 }
 
+/* Issue 25, item 4: the view holds what decides something. Cool records take no room (one
+ * flood of them, or a deployment's history in the compacted topic, filled the bound for good
+ * before), posts whose records all expired are swept out when room is needed, and a tombstone
+ * removes its source's record; what is hot stays.
+ * mutant: keeping cool records (the hot newcomer is refused) */
+static void view_holds_no_cool_posts(void **state)
+{
+    (void)state;
+    hc_hotview_t *hv = hc_hotview_new(8);
+    char post[16];
+    for (int p = 0; p < HC_HOTVIEW_MAX_POSTS; p++) {
+        snprintf(post, sizeof(post), "%d", p);
+        hc_hotkey_record_t rec = detected(post, false);
+        assert_int_equal(hc_hotview_apply(hv, &rec), HC_OK);
+    }
+    assert_int_equal(hc_hotview_posts(hv), 0);
+    hc_hotkey_record_t hot = detected("newly-hot", true);
+    assert_int_equal(hc_hotview_apply(hv, &hot), HC_OK);
+    assert_int_equal(hc_hotview_salts(hv, "newly-hot", 9, T0), 8);
+    hc_hotview_destroy(hv);
+}
+
+/* mutant: no sweep (the newcomer is refused while the view is full of expired posts) */
+static void view_sweeps_expired_posts_for_a_hot_newcomer(void **state)
+{
+    (void)state;
+    hc_hotview_t *hv = hc_hotview_new(8);
+    char post[16];
+    for (int p = 0; p < HC_HOTVIEW_MAX_POSTS; p++) {
+        snprintf(post, sizeof(post), "%d", p);
+        hc_hotkey_record_t rec = detected(post, true);
+        rec.expires_ms = T0 + 1000 + p % 2; /* detections carry expires = now + ttl */
+        assert_int_equal(hc_hotview_apply_at(hv, &rec, T0), HC_OK);
+    }
+    assert_int_equal(hc_hotview_posts(hv), HC_HOTVIEW_MAX_POSTS);
+    hc_hotkey_record_t fresh = detected("fresh", true);
+    fresh.expires_ms = T0 + 60000;
+    assert_int_equal(hc_hotview_apply_at(hv, &fresh, T0 + 2000), HC_OK);
+    assert_int_equal(hc_hotview_salts(hv, "fresh", 5, T0 + 2000), 8);
+    assert_int_equal(hc_hotview_posts(hv), 1);
+    assert_int_equal(hc_hotview_evicted(hv), HC_HOTVIEW_MAX_POSTS);
+    /* a declaration that has not started yet decides something later: it is kept */
+    hc_hotkey_record_t later = detected("later", true);
+    later.source = HC_HOTKEY_DECLARED;
+    later.since_ms = T0 + 10000;
+    later.expires_ms = T0 + 20000;
+    assert_int_equal(hc_hotview_apply_at(hv, &later, T0 + 2000), HC_OK);
+    assert_int_equal(hc_hotview_salts(hv, "later", 5, T0 + 10000), 8);
+    hc_hotview_destroy(hv);
+}
+
+/* A view full of posts that are all hot keeps them, refuses the newcomer and counts it, and a
+ * flood of newcomers costs each one a bounded share of a sweep (about 100 000 records here:
+ * quadratic, that is 10^10 slot visits, would time the test out). */
+static void view_full_of_hot_posts_keeps_them(void **state)
+{
+    (void)state;
+    hc_hotview_t *hv = hc_hotview_new(8);
+    char post[24];
+    for (int p = 0; p < HC_HOTVIEW_MAX_POSTS; p++) {
+        snprintf(post, sizeof(post), "%d", p);
+        hc_hotkey_record_t rec = detected(post, true);
+        assert_int_equal(hc_hotview_apply_at(hv, &rec, T0), HC_OK);
+    }
+    for (int p = 0; p < HC_HOTVIEW_MAX_POSTS; p++) {
+        snprintf(post, sizeof(post), "flood%d", p);
+        hc_hotkey_record_t rec = detected(post, true);
+        assert_int_equal(hc_hotview_apply_at(hv, &rec, T0), HC_ERR_RECORD);
+    }
+    assert_int_equal(hc_hotview_refused(hv), HC_HOTVIEW_MAX_POSTS);
+    assert_int_equal(hc_hotview_salts(hv, "99999", 5, T0), 8);
+    hc_hotview_destroy(hv);
+}
+
+/* mutant: tombstones read as invalid values (the post stays hot) */
+static void tombstone_removes_its_sources_record(void **state)
+{
+    (void)state;
+    hc_hotview_t *hv = hc_hotview_new(8);
+    char errstr[256];
+    hc_hotkey_record_t det = detected("p1", true);
+    hc_hotkey_record_t decl = detected("p1", true);
+    decl.source = HC_HOTKEY_DECLARED;
+    decl.salts = 4;
+    assert_int_equal(hc_hotview_apply_at(hv, &det, T0), HC_OK);
+    assert_int_equal(hc_hotview_apply_at(hv, &decl, T0), HC_OK);
+    assert_int_equal(hc_hotview_salts(hv, "p1", 2, T0), 4);
+    assert_int_equal(
+        hc_hotview_apply_message(hv, "declared:p1", 11, NULL, 0, T0, errstr, sizeof(errstr)),
+        HC_OK);
+    assert_int_equal(hc_hotview_salts(hv, "p1", 2, T0), 8); /* still detected */
+    assert_int_equal(
+        hc_hotview_apply_message(hv, "detected:p1", 11, NULL, 0, T0, errstr, sizeof(errstr)),
+        HC_OK);
+    assert_int_equal(hc_hotview_salts(hv, "p1", 2, T0), 0);
+    assert_int_equal(hc_hotview_posts(hv), 0);
+    /* a tombstone for a post not held, and one whose key names no source */
+    assert_int_equal(
+        hc_hotview_apply_message(hv, "detected:zz", 11, NULL, 0, T0, errstr, sizeof(errstr)),
+        HC_OK);
+    assert_int_equal(hc_hotview_apply_message(hv, "p1", 2, NULL, 0, T0, errstr, sizeof(errstr)),
+                     HC_ERR_RECORD);
+    assert_int_equal(hc_hotview_apply_message(hv, NULL, 0, NULL, 0, T0, errstr, sizeof(errstr)),
+                     HC_ERR_RECORD);
+    /* removal keeps every other post findable (backward shift through probe runs) */
+    char post[16];
+    for (int p = 0; p < 3000; p++) {
+        snprintf(post, sizeof(post), "%d", p);
+        hc_hotkey_record_t rec = detected(post, true);
+        assert_int_equal(hc_hotview_apply_at(hv, &rec, T0), HC_OK);
+    }
+    for (int p = 0; p < 3000; p += 2) {
+        char key[32];
+        int klen = snprintf(key, sizeof(key), "detected:%d", p);
+        assert_int_equal(
+            hc_hotview_apply_message(hv, key, (size_t)klen, NULL, 0, T0, errstr, sizeof(errstr)),
+            HC_OK);
+    }
+    assert_int_equal(hc_hotview_posts(hv), 1500);
+    for (int p = 0; p < 3000; p++) {
+        int len = snprintf(post, sizeof(post), "%d", p);
+        assert_int_equal(hc_hotview_salts(hv, post, (size_t)len, T0), p % 2 ? 8 : 0);
+    }
+    hc_hotview_destroy(hv);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) {
@@ -257,6 +383,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(invalid_value_leaves_view_unchanged),
         cmocka_unit_test(key_too_large_for_buffer_writes_nothing),
         cmocka_unit_test(listing_names_only_what_is_hot_now),
+        cmocka_unit_test(view_holds_no_cool_posts),
+        cmocka_unit_test(view_sweeps_expired_posts_for_a_hot_newcomer),
+        cmocka_unit_test(view_full_of_hot_posts_keeps_them),
+        cmocka_unit_test(tombstone_removes_its_sources_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

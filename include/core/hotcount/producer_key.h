@@ -11,8 +11,11 @@
  * at now_ms when one of its records is (hc_hotkey_record_is_hot). Its N: the largest `salts`
  * among its hot records that carry one (declarations do), else default_salts.
  *
- * Memory grows with the distinct keys of the topic (compacted: small); cool records are kept,
- * as a later record for the same key replaces them. Not thread-safe: one owner thread, which
+ * The view holds only what decides something: a post whose records are all "cool" (or have
+ * expired, or were deleted by a tombstone) leaves it, since "not in the view" and "cool" key
+ * alike. So memory follows the hot set, not the topic's history (issue 25: a compacted topic
+ * keeps every post's last record, and a view that kept cool ones filled its bound with them for
+ * good). Not thread-safe: one owner thread, which
  * both feeds it and asks for keys (the follower in kafka/hotkeys_follow.h is polled from the
  * producer's own loop). */
 #ifndef HOTCOUNT_PRODUCER_KEY_H
@@ -37,10 +40,31 @@ void hc_hotview_destroy(hc_hotview_t *hv);
  * default) and declarations are few, so a real hot set is far below it. */
 #define HC_HOTVIEW_MAX_POSTS 100000
 
-/* Feeds one record (replacing the last one of the same source and post). HC_ERR_FATAL when out
- * of memory, HC_ERR_RECORD for a post that is new while the view holds HC_HOTVIEW_MAX_POSTS
- * (then nothing changed). */
+/* Feeds one record (replacing the last one of the same source and post) at now_ms, the
+ * reader's wall clock. A record that leaves its post with nothing hot (a "cool" record, or
+ * one expired at now_ms, for both sources) removes the post. A new post while the view holds
+ * HC_HOTVIEW_MAX_POSTS first sweeps out the posts whose records have all expired (at most once
+ * per HC_HOTVIEW_MAX_POSTS / 64 records, so a flood costs O(1) per record amortised); only when
+ * every post held is still hot is the newcomer refused: HC_ERR_RECORD, nothing changed, counted
+ * in hc_hotview_refused. HC_ERR_FATAL when out of memory (nothing changed).
+ * now_ms HC_HOTSET_NONE: the time is not known; no expiry is judged and nothing is swept. */
+hc_err_t hc_hotview_apply_at(hc_hotview_t *hv, const hc_hotkey_record_t *rec, int64_t now_ms);
+
+/* hc_hotview_apply_at without a time (HC_HOTSET_NONE). */
 hc_err_t hc_hotview_apply(hc_hotview_t *hv, const hc_hotkey_record_t *rec);
+
+/* Feeds one message of topic.hotkeys as read: value NULL is a tombstone (Kafka's delete
+ * marker), which removes the record of its key "<source>:<post>" (hc_hotkey_record_key);
+ * anything else is a record's value (hc_hotview_apply_at). HC_ERR_RECORD (errstr says why) for
+ * a value that is not a record or a tombstone whose key names no source: the view is
+ * unchanged. */
+hc_err_t hc_hotview_apply_message(hc_hotview_t *hv, const void *key, size_t key_len,
+                                  const void *value, size_t len, int64_t now_ms, char *errstr,
+                                  size_t errstr_size);
+
+/* New posts refused while the view was full of hot ones; posts swept out as expired. */
+int64_t hc_hotview_refused(const hc_hotview_t *hv);
+int64_t hc_hotview_evicted(const hc_hotview_t *hv);
 
 /* Feeds one record's value as read from the topic. HC_ERR_RECORD (errstr says why) for a value
  * that is not a hotkeys record: the caller skips it, the view is unchanged. */
@@ -51,7 +75,8 @@ hc_err_t hc_hotview_apply_value(hc_hotview_t *hv, const void *value, size_t len,
 uint32_t hc_hotview_salts(const hc_hotview_t *hv, const char *post_id, size_t post_id_len,
                           int64_t now_ms);
 
-/* Posts with at least one record, and records fed so far (valid ones). */
+/* Posts held (with a record that is or may become hot), and records fed so far (valid ones,
+ * tombstones included). */
 size_t hc_hotview_posts(const hc_hotview_t *hv);
 
 /* Each record that makes its post hot at now_ms (hc_hotkey_record_is_hot), declared ones and
