@@ -139,9 +139,15 @@ static bool label_value(const char *line, const char *name, char *out, size_t ou
 {
     char want[64];
     snprintf(want, sizeof(want), "%s=\"", name);
-    const char *end_of_labels = strchr(line, '}');
-    for (const char *at = strstr(line, want); at && (!end_of_labels || at < end_of_labels);
-         at = strstr(at + 1, want)) {
+    size_t wl = strlen(want);
+    /* Within the line's label set only: the page is untrusted, and searching to the end of the
+     * text from every line is quadratic in the page (issue 25, item 8). */
+    const char *eol = strchr(line, '\n');
+    size_t line_len = eol ? (size_t)(eol - line) : strlen(line);
+    const char *end_of_labels = memchr(line, '}', line_len);
+    const char *stop = end_of_labels ? end_of_labels : line + line_len;
+    for (const char *at = memmem(line, (size_t)(stop - line), want, wl); at;
+         at = memmem(at + 1, (size_t)(stop - at - 1), want, wl)) {
         if (at != line && at[-1] != '{' && at[-1] != ',') {
             continue; /* the tail of another label's name */
         }

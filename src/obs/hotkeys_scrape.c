@@ -19,13 +19,16 @@
  * endpoint, not a hot key. */
 #define MAX_RATE 1e15
 
-/* Unescapes a label value (\\, \", \n) up to its closing quote; returns the byte after it. */
+/* Unescapes a label value (\\, \", \n) up to its closing quote; returns the byte after it,
+ * or NULL when the line ends first. Never past the line: the page is untrusted, and a page of
+ * lines that open a label and never close it cost a scan to the end of the text from every
+ * line before (issue 25, item 8). */
 static const char *parse_label(const char *p, hc_scraped_hotkey_t *k)
 {
     k->post_id_len = 0;
-    while (*p && *p != '"') {
+    while (*p && *p != '"' && *p != '\n') {
         char c = *p++;
-        if (c == '\\' && *p) {
+        if (c == '\\' && *p && *p != '\n') {
             c = *p == 'n' ? '\n' : *p;
             p++;
         }

@@ -109,9 +109,11 @@ double hc_serve_stats_sum(const char *text, const char *name, const char *label,
             const char *value = line + name_len;
             bool match = label == NULL;
             if (*value == '{') {
-                /* label values are escaped, so the first "} " after the name ends the set */
-                const char *close = strstr(value, "} ");
-                if (!close || close > line + line_len) {
+                /* label values are escaped, so the first "} " after the name ends the set;
+                 * looked for within the line only: a page of lines without one cost a scan to
+                 * the end of the text from every line before (issue 25, item 8) */
+                const char *close = memmem(value, (size_t)(line + line_len - value), "} ", 2);
+                if (!close) {
                     goto next;
                 }
                 if (label) {

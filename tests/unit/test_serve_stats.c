@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "hotcount/hotkeys_scrape.h"
 #include "hotcount/metrics.h"
 #include "hotcount/serve_stats.h"
 
@@ -326,6 +328,48 @@ static void no_stages_is_null_not_zero(void **state)
     hc_serve_stats_destroy(s);
 }
 
+/* A rogue stage page (issue 25, item 8) is parsed in time linear in its size: 4 MiB of lines
+ * that open a label set and never close it, for every family the stats read. Before, each
+ * such line searched the rest of the page ("} " with strstr, a label value to its quote), so
+ * 4 MB kept serve's scraper at a full core for seconds and SIGTERM waited on it.
+ * mutant: strstr(value, "} ") over the rest of the text (seconds here) */
+static void rogue_page_is_parsed_in_linear_time(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {
+        "hotcount_events_total{result=\"ok\"\n",
+        "hotcount_stage_instances{stage=\"1\n",
+        "hotcount_hot_post_events_per_second{post_id=\"p\n",
+        "hotcount_hot_key_events_per_second{post_id=\"p\\\n",
+    };
+    size_t size = 4u << 20;
+    char *text = malloc(size + 1);
+    assert_non_null(text);
+    for (size_t l = 0; l < sizeof(lines) / sizeof(lines[0]); l++) {
+        size_t len = strlen(lines[l]), off = 0;
+        while (off + len <= size) {
+            memcpy(text + off, lines[l], len);
+            off += len;
+        }
+        text[off] = '\0';
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        hc_serve_stats_t *s = new_stats("127.0.0.1:1");
+        hc_serve_stats_ingest(s, 0, text, NULL, 1000);
+        int found = 1;
+        (void)hc_serve_stats_sum(text, "hotcount_stage_instances", "stage=\"1\"", &found);
+        assert_int_equal(found, 0);
+        hc_scraped_hotkey_t keys[4];
+        assert_int_equal(hc_hotkeys_parse(text, keys, 4), 0);
+        hc_serve_stats_destroy(s);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        print_message("%.40s...: %.3f s\n", lines[l], secs);
+        assert_true(secs < 1.0); /* milliseconds when linear, even under ASan */
+    }
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +381,7 @@ int main(void)
         cmocka_unit_test(declared_posts_join_the_hot_set_once),
         cmocka_unit_test(stage2_metrics_page_round_trip),
         cmocka_unit_test(no_stages_is_null_not_zero),
+        cmocka_unit_test(rogue_page_is_parsed_in_linear_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
