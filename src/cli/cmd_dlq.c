@@ -238,10 +238,11 @@ static int replay(hc_cli_t *cli, const dlq_filter_t *filter)
     hc_err_t err = hc_dlq_replay(&cli->cfg, &o, &st, errstr, sizeof(errstr));
     if (hc_cli_has(cli, "json")) {
         json_t *obj = json_pack(
-            "{s:b,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "dry_run", o.dry_run, "group", g, "scanned",
-            (json_int_t)st.scanned, "replayed", (json_int_t)st.replayed, "skipped_replayed",
-            (json_int_t)st.skipped_replayed, "skipped_truncated", (json_int_t)st.skipped_truncated,
-            "skipped_foreign", (json_int_t)st.skipped_foreign, "transactions",
+            "{s:b,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "dry_run", o.dry_run, "group", g,
+            "scanned", (json_int_t)st.scanned, "replayed", (json_int_t)st.replayed,
+            "skipped_replayed", (json_int_t)st.skipped_replayed, "skipped_truncated",
+            (json_int_t)st.skipped_truncated, "skipped_foreign", (json_int_t)st.skipped_foreign,
+            "skipped_oversized", (json_int_t)st.skipped_oversized, "transactions",
             (json_int_t)st.transactions, "complete", err == HC_OK);
         char *js = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         if (js) {
@@ -251,11 +252,11 @@ static int replay(hc_cli_t *cli, const dlq_filter_t *filter)
         json_decref(obj);
     } else {
         printf("%s %" PRId64 " of %" PRId64 " dead letters read (%" PRId64
-               " already replayed, %" PRId64 " truncated, %" PRId64
-               " not from topic.raw: skipped) in %" PRId64 " transactions%s\n",
+               " already replayed, %" PRId64 " truncated, %" PRId64 " not from topic.raw, %" PRId64
+               " too large to produce: skipped) in %" PRId64 " transactions%s\n",
                o.dry_run ? "would replay" : "replayed", st.replayed, st.scanned,
-               st.skipped_replayed, st.skipped_truncated, st.skipped_foreign, st.transactions,
-               err == HC_OK ? "" : "; incomplete: run it again");
+               st.skipped_replayed, st.skipped_truncated, st.skipped_foreign, st.skipped_oversized,
+               st.transactions, err == HC_OK ? "" : "; incomplete: run it again");
     }
     if (err != HC_OK) {
         hc_cli_error(cli, "%s", errstr);

@@ -12,7 +12,9 @@
  *
  * Never in a loop: a dead letter that carries hotcount-replayed-from (a replayed record that
  * failed again, once stage 1 copies that header into its dead letter) is not replayed again, nor
- * is one whose value stage 1 cut (hotcount-truncated-from: the original bytes are gone).
+ * is one whose value stage 1 cut (hotcount-truncated-from: the original bytes are gone). One
+ * that the producer refuses as too large is skipped and counted (skipped_oversized), never
+ * retried: it would abort every run at the same place.
  * Blocking; runs on the calling thread. */
 #ifndef HOTCOUNT_DLQ_REPLAY_H
 #define HOTCOUNT_DLQ_REPLAY_H
@@ -46,6 +48,9 @@ typedef struct hc_replay_stats {
     int64_t skipped_truncated; /* selected, but cut by stage 1 */
     int64_t skipped_foreign;   /* selected, but its hotcount-source is not in topic.raw: stage
                                 * 2's dead partials (or a foreign writer's) are never likes */
+    int64_t skipped_oversized; /* selected, but the producer refuses it (larger than its
+                                * message.max.bytes with the replay's header); not counted in
+                                * a dry run, which produces nothing */
     int64_t transactions;      /* committed */
 } hc_replay_stats_t;
 
