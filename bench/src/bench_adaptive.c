@@ -115,7 +115,7 @@ static int run(const args_t *a, bool adaptive)
     hc_config_t cfg;
     hc_mock_t mock;
     int rc = 1;
-    if (hc_config_init(&cfg) != HC_OK) {
+    if (hc_config_init(&cfg, hc_store_facts()) != HC_OK) {
         return 1;
     }
     snprintf(db, sizeof(db), "/tmp/hc-bench-adaptive-%d.db", (int)getpid());

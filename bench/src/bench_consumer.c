@@ -40,6 +40,7 @@
 #include "hotcount/event.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
+#include "hotcount/store.h"
 #include "workload.h"
 
 enum mode { MODE_DISCARD, MODE_REDIS, MODE_REDIS_PIPE, MODE_PG };
@@ -223,7 +224,7 @@ int main(int argc, char **argv)
     hc_config_t cfg;
     char errstr[512];
     bool auto_commit = s.mode != MODE_DISCARD;
-    if (hc_config_init(&cfg) != HC_OK ||
+    if (hc_config_init(&cfg, hc_store_facts()) != HC_OK ||
         hc_config_set(&cfg, "brokers", brokers, errstr, sizeof(errstr)) != HC_OK) {
         fprintf(stderr, "bench_consumer: config: %s\n", errstr);
         return 1;

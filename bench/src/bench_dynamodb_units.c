@@ -103,7 +103,7 @@ int main(int argc, char **argv)
                         "--rate and --flush-ms must be positive\n");
         return 2;
     }
-    if (hc_config_init(&cfg) != HC_OK ||
+    if (hc_config_init(&cfg, hc_store_facts()) != HC_OK ||
         hc_config_set(&cfg, "store", uri, errstr, sizeof(errstr)) != HC_OK ||
         (err = hc_store_open(&cfg, &st, errstr, sizeof(errstr))) != HC_OK ||
         strcmp(hc_store_kind(st), "dynamodb") != 0 ||

@@ -20,6 +20,7 @@
 
 #include "hotcount/config.h"
 #include "hotcount/kafka.h"
+#include "hotcount/store.h"
 #include "workload.h"
 
 static const char *arg(int argc, char **argv, const char *name, const char *def)
@@ -171,7 +172,7 @@ static int cmd_load(int argc, char **argv)
     }
     hc_config_t cfg;
     char errstr[512];
-    if (hc_config_init(&cfg) != HC_OK ||
+    if (hc_config_init(&cfg, hc_store_facts()) != HC_OK ||
         hc_config_set(&cfg, "brokers", brokers, errstr, sizeof(errstr)) != HC_OK ||
         hc_config_set(&cfg, "kafka.producer.linger.ms", "20", errstr, sizeof(errstr)) != HC_OK ||
         hc_config_set(&cfg, "log.level", "warn", errstr, sizeof(errstr)) != HC_OK) {

@@ -65,8 +65,8 @@ static bool check_replication(const key_def_t *def, const char *value, int64_t n
                               size_t errstr_size);
 static bool check_instance_id(const key_def_t *def, const char *value, int64_t num, char *errstr,
                               size_t errstr_size);
-static bool check_store(const key_def_t *def, const char *value, int64_t num, char *errstr,
-                        size_t errstr_size);
+static bool check_store(const hc_config_t *cfg, const key_def_t *def, const char *value,
+                        char *errstr, size_t errstr_size);
 static bool check_listen(const key_def_t *def, const char *value, int64_t num, char *errstr,
                          size_t errstr_size);
 static bool check_log_level(const key_def_t *def, const char *value, int64_t num, char *errstr,
@@ -148,12 +148,12 @@ static const key_def_t keys[] = {
     /* 1 MiB is about Kafka's default message.max.bytes; a like event is a few hundred bytes. */
     KEY_I64("event.max.bytes", event_max_bytes, "4096", 64, 1048576, NULL,
             "larger raw messages go to the dead-letter topic"),
-    KEY_S("store", store, "sqlite:hotcount.db", check_store,
-          "sqlite:PATH, redis[s]://[user:pw@]host:port[/db], postgresql://..."),
+    /* The two store keys' descriptions are completed from the backends' facts (doc_of). */
+    KEY_S("store", store, "sqlite:hotcount.db", NULL, "the store's URI"),
     KEY_S("store.redis.prefix", store_redis_prefix, "likes:", NULL,
           "the Redis key of post P is <prefix>P"),
     KEY_S("store.password.file", store_password_file, "", NULL,
-          "file holding the Redis or PostgreSQL password (then none in `store`); empty: none"),
+          "file holding the store's password"),
     /* A few seconds: a store that restarted empty serves zeros at most this long; one offsets
      * read per check is nothing beside a batch a window. */
     KEY_I64("store.check.ms", store_check_ms, "2000", 0, 3600000, NULL,
@@ -315,32 +315,30 @@ static bool check_instance_id(const key_def_t *def, const char *value, int64_t n
     return true;
 }
 
-static bool check_store(const key_def_t *def, const char *value, int64_t num, char *errstr,
-                        size_t errstr_size)
+/* The store URI: one of the backends' schemes (cfg->stores), with what that backend needs after
+ * it. Not in the key table's check column: it needs the backends handed to hc_config_init. */
+static bool check_store(const hc_config_t *cfg, const key_def_t *def, const char *value,
+                        char *errstr, size_t errstr_size)
 {
-    static const char *const schemes[] = {"redis://", "rediss://", "postgresql://", "postgres://",
-                                          "dynamodb://"};
+    const hc_store_facts_t *f = hc_store_facts_find(cfg->stores, value);
+    char shown[512];
+    char forms[512];
 
-    (void)num;
-    if (strncmp(value, "sqlite:", 7) == 0) {
-        if (value[7] == '\0') {
-            hc_errstr_set(errstr, errstr_size, "%s: \"%s\" needs a file path (sqlite:PATH)",
-                          def->name, value);
-            return false;
+    if (f != NULL) {
+        for (const char *const *s = f->schemes; *s != NULL; s++) {
+            if (strncmp(value, *s, strlen(*s)) == 0 && value[strlen(*s)] == '\0' &&
+                f->after_scheme != NULL) {
+                hc_errstr_set(errstr, errstr_size, "%s: \"%s\" needs %s (%s)", def->name, value,
+                              f->after_scheme, f->uri_form);
+                return false;
+            }
         }
         return true;
     }
-    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
-        if (strncmp(value, schemes[i], strlen(schemes[i])) == 0) {
-            return true;
-        }
-    }
-    char shown[512];
     hc_redact_uri(value, shown, sizeof(shown)); /* a mistyped scheme may still carry a password */
-    hc_errstr_set(errstr, errstr_size,
-                  "%s: \"%s\" is not a supported store (use sqlite:PATH, redis://host:port[/db] "
-                  "or postgresql://...)",
-                  def->name, shown);
+    hc_store_facts_list(cfg->stores, HC_STORE_LIST_FORMS, forms, sizeof(forms));
+    hc_errstr_set(errstr, errstr_size, "%s: \"%s\" is not a supported store (use %s)", def->name,
+                  shown, forms);
     return false;
 }
 
@@ -528,6 +526,10 @@ static hc_err_t set_value(hc_config_t *cfg, const key_def_t *def, const char *va
     if (def->check != NULL && !def->check(def, value, num, errstr, errstr_size)) {
         return HC_ERR_INVALID;
     }
+    if (def->offset == offsetof(hc_config_t, store) &&
+        !check_store(cfg, def, value, errstr, errstr_size)) {
+        return HC_ERR_INVALID;
+    }
     switch (def->type) {
     case KEY_STR: {
         char **slot = str_slot(cfg, def);
@@ -639,13 +641,15 @@ static void default_instance_id(char *out, size_t size)
     snprintf(out, size, "%s-%ld", host, (long)getpid());
 }
 
-hc_err_t hc_config_init(hc_config_t *cfg)
+hc_err_t hc_config_init(hc_config_t *cfg, const hc_store_facts_t *const *stores)
 {
     char errstr[256];
     char instance_id[300];
     hc_err_t err;
 
+    assert(stores != NULL);
     memset(cfg, 0, sizeof(*cfg));
+    cfg->stores = stores;
     for (size_t i = 0; i < KEY_COUNT; i++) {
         const key_def_t *def = &keys[i];
 
@@ -1168,12 +1172,16 @@ hc_err_t hc_config_validate(hc_config_t *cfg, char *errstr, size_t errstr_size)
     if (cfg->store_password != NULL && cfg->store_password[0] != '\0') {
         char shown[512];
 
-        if (strncmp(cfg->store, "redis://", 8) != 0 && strncmp(cfg->store, "rediss://", 9) != 0 &&
-            strncmp(cfg->store, "postgresql://", 13) != 0 &&
-            strncmp(cfg->store, "postgres://", 11) != 0) {
+        const hc_store_facts_t *f = hc_store_facts_find(cfg->stores, cfg->store);
+
+        if (f == NULL || !f->takes_password_file) {
+            char schemes[256];
+
+            hc_store_facts_list(cfg->stores, HC_STORE_LIST_PASSWORD_SCHEMES, schemes,
+                                sizeof(schemes));
             hc_errstr_set(errstr, errstr_size,
-                          "store.password.file is for a redis://, rediss:// or postgresql:// "
-                          "store; this `store` takes no password");
+                          "store.password.file is for a %s store; this `store` takes no password",
+                          schemes);
             return HC_ERR_INVALID;
         }
         /* Two passwords: which one wins would be a surprise either way. The URI holds one when
@@ -1220,8 +1228,29 @@ static const char *default_text(const key_def_t *def)
     return def->def[0] == '\0' ? "\"\"" : def->def;
 }
 
-void hc_config_print_help(FILE *out)
+/* A key's description; the store keys' from the backends' facts, into buf. */
+static const char *doc_of(const key_def_t *def, const hc_store_facts_t *const *stores, char *buf,
+                          size_t size)
 {
+    char list[512];
+
+    if (def->offset == offsetof(hc_config_t, store)) {
+        hc_store_facts_list(stores, HC_STORE_LIST_FORMS, list, sizeof(list));
+        snprintf(buf, size, "%s: %s", def->doc, list);
+        return buf;
+    }
+    if (def->offset == offsetof(hc_config_t, store_password_file)) {
+        hc_store_facts_list(stores, HC_STORE_LIST_PASSWORD_SCHEMES, list, sizeof(list));
+        snprintf(buf, size, "%s (a %s store; then none in `store`); empty: none", def->doc, list);
+        return buf;
+    }
+    return def->doc;
+}
+
+void hc_config_print_help(FILE *out, const hc_store_facts_t *const *stores)
+{
+    char doc[1024];
+
     int name_width = (int)strlen("kafka.consumer.<prop>");
     int def_width = (int)strlen("default");
 
@@ -1239,7 +1268,7 @@ void hc_config_print_help(FILE *out)
         const key_def_t *def = &keys[i];
 
         fprintf(out, "  %-*s  %-*s  %s", name_width, def->name, def_width, default_text(def),
-                def->doc);
+                doc_of(def, stores, doc, sizeof(doc)));
         if (def->type != KEY_STR) {
             fprintf(out, " [%" PRId64 "..%" PRId64 "]", def->min, def->max);
         }
@@ -1262,15 +1291,17 @@ void hc_config_print_help(FILE *out)
             "checked together.\n");
 }
 
-void hc_config_print_example(FILE *out)
+void hc_config_print_example(FILE *out, const hc_store_facts_t *const *stores)
 {
+    char doc[1024];
+
     fprintf(out, "# hotcount configuration: key=value lines; '#' or '!' starts a comment.\n"
                  "# Every key is shown at its default. -X key=value on the command line overrides "
                  "this file.\n");
     for (size_t i = 0; i < KEY_COUNT; i++) {
         const key_def_t *def = &keys[i];
 
-        fprintf(out, "\n# %s", def->doc);
+        fprintf(out, "\n# %s", doc_of(def, stores, doc, sizeof(doc)));
         if (def->type != KEY_STR) {
             fprintf(out, " [%" PRId64 "..%" PRId64 "]", def->min, def->max);
         }

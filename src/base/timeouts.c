@@ -1,7 +1,8 @@
 /* Every timeout of the stages, derived once from the configuration (see
  * include/base/hotcount/timeouts.h). The constants below are the only place these numbers are
- * written; the stages, the store backends, the topic reads and the watchdog read the derived
- * structure. */
+ * written, but for each store backend's own bounds, which its descriptor states
+ * (hotcount/store_facts.h, handed in as cfg->stores); the stages, the store backends, the topic
+ * reads and the watchdog read the derived structure. */
 #include "hotcount/timeouts.h"
 
 #include <errno.h>
@@ -33,8 +34,6 @@
 #define BACKOFF_MAX_MS 5000
 /* A changelog or producer drain at a revoke or at shutdown. */
 #define DRAIN_MS 10000
-/* A store connection is a handshake on a LAN: 10 s only runs out when the host is gone. */
-#define STORE_CONNECT_MS 10000
 /* One store batch as a whole, every statement included: the backends cut each statement's wait
  * to what is left of it, so a batch of any size is bounded by this. 90 s is 200 times what a
  * million-post batch took on PostgreSQL (0.45 s) and on Redis (about 9 s at 9 us a delta). */
@@ -44,16 +43,6 @@
 /* librdkafka's default max.poll.interval.ms: a consumer that does not poll this long leaves its
  * group, so a stage's longest blocking call must stay below it too. */
 #define MAX_POLL_INTERVAL_DEFAULT_MS 300000
-
-/* Per backend: one statement's bound and how many statements one batch issues. */
-#define SQLITE_BUSY_MS 5000
-#define REDIS_COMMAND_MS 10000
-#define REDIS_PART_DELTAS 10000  /* src/store/store_redis.c splits batches in parts this size */
-#define PGSQL_STATEMENT_MS 45000 /* the client's wait: the server's statement_timeout + grace */
-#define PGSQL_SERVER_STATEMENT_MS 30000
-#define PGSQL_APPLY_CHUNK 65536 /* src/store/store_pgsql.c: posts per upsert statement */
-#define DYNAMODB_REQUEST_MS 10000
-#define DYNAMODB_ITEMS_PER_REQUEST 100 /* TransactWriteItems' limit */
 
 typedef struct kafka_ms {
     int64_t ms;
@@ -101,37 +90,22 @@ static hc_err_t client_prop_ms(const hc_config_t *cfg, hc_kafka_scope_t kind, co
     return HC_OK;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
-
-/* The store's statement bound and statements per batch, by the store URI's scheme. */
+/* The store's bounds, from its backend's facts (hotcount/store_facts.h): this file knows no
+ * backend. A store no backend answers to (a hand-built configuration) has none: zero. */
 static void derive_store(const hc_config_t *cfg, hc_timeouts_t *t)
 {
-    const char *store = cfg->store != NULL ? cfg->store : "";
+    const hc_store_facts_t *f = hc_store_facts_find(cfg->stores, cfg->store);
     int64_t keys = cfg->max_keys > 0 ? cfg->max_keys : 1;
 
+    t->store_connect_ms = 0;
+    t->store_statement_ms = 0;
     t->store_server_statement_ms = 0;
-    if (strncmp(store, "redis://", 8) == 0 || strncmp(store, "rediss://", 9) == 0) {
-        t->store_statement_ms = REDIS_COMMAND_MS;
-        /* one script call per part, the last one commits */
-        t->store_statements_per_batch = (int)(ceil_div(keys, REDIS_PART_DELTAS) + 1);
-    } else if (strncmp(store, "postgresql://", 13) == 0 || strncmp(store, "postgres://", 11) == 0) {
-        t->store_statement_ms = PGSQL_STATEMENT_MS;
-        t->store_server_statement_ms = PGSQL_SERVER_STATEMENT_MS;
-        /* BEGIN, the offsets' UPDATE, the claim INSERT, one upsert per chunk, COMMIT */
-        t->store_statements_per_batch = (int)(ceil_div(keys, PGSQL_APPLY_CHUNK) + 4);
-    } else if (strncmp(store, "dynamodb://", 11) == 0) {
-        /* one HTTP request per call (src/store/store_dynamodb.c's own request timeout); a batch
-         * is as many requests as it takes, bounded as a whole below */
-        t->store_statement_ms = DYNAMODB_REQUEST_MS;
-        t->store_statements_per_batch = (int)(ceil_div(keys, DYNAMODB_ITEMS_PER_REQUEST) + 1);
-    } else {
-        /* SQLite: one transaction, whose lock waits are bounded by busy_timeout (BEGIN IMMEDIATE
-         * and, under a concurrent checkpoint, COMMIT) */
-        t->store_statement_ms = SQLITE_BUSY_MS;
-        t->store_statements_per_batch = 2;
+    t->store_statements_per_batch = 0;
+    if (f != NULL) {
+        t->store_connect_ms = f->connect_ms;
+        t->store_statement_ms = f->statement_ms;
+        t->store_server_statement_ms = f->server_statement_ms;
+        t->store_statements_per_batch = (int)f->statements_per_batch(keys);
     }
     int64_t all = t->store_statement_ms * t->store_statements_per_batch;
     t->store_batch_ms = all < STORE_BATCH_MAX_MS ? all : STORE_BATCH_MAX_MS;
@@ -201,7 +175,6 @@ hc_err_t hc_timeouts_derive(const struct hc_config *cfg, hc_timeouts_t *t, char 
     }
     t->drain_ms = DRAIN_MS;
     t->topic_read_idle_ms = HC_TIMEOUTS_TOPIC_READ_IDLE_MS;
-    t->store_connect_ms = STORE_CONNECT_MS;
     derive_store(cfg, t);
     t->watchdog_ms = cfg->watchdog_ms;
     t->partition_progress_ms =

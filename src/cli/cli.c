@@ -12,6 +12,7 @@
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 #include "hotcount/redact.h"
+#include "hotcount/store.h"
 
 atomic_bool hc_cli_stop;
 
@@ -51,7 +52,7 @@ static void print_help(const hc_cli_cmd_t *cmd)
         printf("  %-24s %s\n", left, o->doc);
     }
     printf("\nconfiguration keys (-X key=value or in the file):\n");
-    hc_config_print_help(stdout);
+    hc_config_print_help(stdout, hc_store_facts());
 }
 
 int hc_cli_parse(hc_cli_t *cli, const hc_cli_cmd_t *cmd, int argc, char **argv)
@@ -59,7 +60,7 @@ int hc_cli_parse(hc_cli_t *cli, const hc_cli_cmd_t *cmd, int argc, char **argv)
     memset(cli, 0, sizeof(*cli));
     cli->cmd = cmd;
     char errstr[512];
-    if (hc_config_init(&cli->cfg) != HC_OK) {
+    if (hc_config_init(&cli->cfg, hc_store_facts()) != HC_OK) {
         fprintf(stderr, "hotcount: out of memory\n");
         return HC_EXIT_FAILED;
     }

@@ -3,6 +3,7 @@
 
 #include "cli.h"
 #include "cmds.h"
+#include "hotcount/store.h"
 
 static const hc_cli_cmd_t config_cmd = {
     "config", "",
@@ -17,7 +18,7 @@ int hc_cmd_config(int argc, char **argv)
     if (status >= 0) {
         return status;
     }
-    hc_config_print_example(stdout);
+    hc_config_print_example(stdout, hc_store_facts());
     hc_cli_fini(&cli);
     return HC_EXIT_OK;
 }

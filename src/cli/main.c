@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "cmds.h"
 #include "hotcount/kafka.h"
+#include "hotcount/store.h"
 
 /* jemalloc's options, read at its start when the binary links it (HC_ALLOCATOR; libc's
  * allocator ignores the symbol); MALLOC_CONF in the environment overrides them. Freed pages
@@ -42,10 +43,14 @@ static const command_t commands[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: hotcount <command> [-c FILE] [-X key=value]... [options]\n\n"
-                 "hotcount pre-aggregates like events from Kafka in two stages and writes one\n"
-                 "combined delta per post per flush to SQLite, Redis or PostgreSQL, exactly "
-                 "once.\n\ncommands:\n");
+    char stores[256];
+
+    hc_store_facts_list(hc_store_facts(), HC_STORE_LIST_TITLES, stores, sizeof(stores));
+    fprintf(out,
+            "usage: hotcount <command> [-c FILE] [-X key=value]... [options]\n\n"
+            "hotcount pre-aggregates like events from Kafka in two stages and writes one\n"
+            "combined delta per post per flush to %s,\nexactly once.\n\ncommands:\n",
+            stores);
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
     }

@@ -1,8 +1,9 @@
-/* The store dispatcher: the only door to the backends.
+/* The store dispatcher: the only door to the backends, and their list (HC_STORE_BACKENDS).
  *
- * It picks a backend from the scheme of cfg->store, checks the arguments every backend would
- * otherwise check alike (so a batch the SQLite store refuses is refused by Redis and PostgreSQL
- * too), and forwards each call to st->ops. Backends trust what reaches them. */
+ * It picks a backend from the scheme of cfg->store (the descriptors' facts), checks the arguments
+ * every backend would otherwise check alike (so a batch the SQLite store refuses is refused by
+ * Redis and PostgreSQL too), and forwards each call to st->ops. Backends trust what reaches them.
+ */
 #include "store_impl.h"
 
 #include "hotcount/clock.h"
@@ -14,43 +15,51 @@
 
 #include "hotcount/redact.h"
 
-/* One row per URI scheme: adding a backend is adding its ops table here, nothing else. */
-static const struct store_backend {
-    const char *prefix;
-    const char *kind;
-    const hc_store_ops_t *ops;
-} store_backends[] = {
-    {"sqlite:", "sqlite", &hc_store_sqlite_ops},
-    {"redis://", "redis", &hc_store_redis_ops},
-    {"rediss://", "redis", &hc_store_redis_ops}, /* TLS */
-    {"postgresql://", "postgresql", &hc_store_pgsql_ops},
-    {"postgres://", "postgresql", &hc_store_pgsql_ops},
-    {"dynamodb://", "dynamodb", &hc_store_dynamodb_ops},
-};
+#define BACKEND_ENTRY(b) &hc_store_##b##_backend,
+#define FACTS_ENTRY(b) &hc_store_##b##_backend.facts,
+static const hc_store_backend_t *const store_backends[] = {HC_STORE_BACKENDS(BACKEND_ENTRY) NULL};
+static const hc_store_facts_t *const store_facts[] = {HC_STORE_BACKENDS(FACTS_ENTRY) NULL};
 
-static const struct store_backend *backend_for(const char *uri)
+const hc_store_facts_t *const *hc_store_facts(void)
 {
-    size_t i;
+    return store_facts;
+}
 
-    for (i = 0; i < sizeof(store_backends) / sizeof(store_backends[0]); i++) {
-        if (strncmp(uri, store_backends[i].prefix, strlen(store_backends[i].prefix)) == 0) {
-            return &store_backends[i];
+static const hc_store_backend_t *backend_for(const char *uri)
+{
+    const hc_store_facts_t *f = hc_store_facts_find(store_facts, uri);
+
+    for (size_t i = 0; f != NULL && store_backends[i] != NULL; i++) {
+        if (&store_backends[i]->facts == f) {
+            return store_backends[i];
         }
     }
     return NULL;
 }
 
+const hc_timeouts_t *hc_store_timeouts(const hc_config_t *cfg, hc_timeouts_t *scratch)
+{
+    hc_config_t with_stores;
+
+    if (cfg->timeouts.derived || cfg->stores != NULL) {
+        return hc_timeouts_of(cfg, scratch);
+    }
+    with_stores = *cfg; /* a shallow copy, read only */
+    with_stores.stores = store_facts;
+    return hc_timeouts_of(&with_stores, scratch);
+}
+
 hc_err_t hc_store_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr, size_t errstr_size)
 {
-    const struct store_backend *be;
+    const hc_store_backend_t *be;
     size_t scheme_len;
+    char forms[512];
 
     assert(stp != NULL);
     *stp = NULL;
+    hc_store_facts_list(store_facts, HC_STORE_LIST_FORMS, forms, sizeof(forms));
     if (cfg == NULL || cfg->store == NULL || cfg->store[0] == '\0') {
-        hc_errstr_set(errstr, errstr_size,
-                      "store: empty store URI (expected sqlite:PATH, redis://... or "
-                      "postgresql://...)");
+        hc_errstr_set(errstr, errstr_size, "store: empty store URI (expected %s)", forms);
         return HC_ERR_INVALID;
     }
     be = backend_for(cfg->store);
@@ -59,9 +68,8 @@ hc_err_t hc_store_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr, s
          * up in logs. */
         scheme_len = strcspn(cfg->store, ":");
         hc_errstr_set(errstr, errstr_size,
-                      "store: unsupported store URI scheme \"%.*s\" (expected sqlite:PATH, "
-                      "redis://... or postgresql://...)",
-                      scheme_len > 32 ? 32 : (int)scheme_len, cfg->store);
+                      "store: unsupported store URI scheme \"%.*s\" (expected %s)",
+                      scheme_len > 32 ? 32 : (int)scheme_len, cfg->store, forms);
         return HC_ERR_INVALID;
     }
     return hc_store_open_ops(be->ops, cfg, stp, errstr, errstr_size);

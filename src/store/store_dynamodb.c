@@ -1049,10 +1049,10 @@ static hc_err_t ddb_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr,
         hc_errstr_set(errstr, errstr_size, "dynamodb store: out of memory");
         return HC_ERR_FATAL;
     }
-    ds->base.ops = &hc_store_dynamodb_ops;
+    ds->base.ops = hc_store_dynamodb_backend.ops;
     {
         hc_timeouts_t scratch;
-        ds->batch_ms = hc_timeouts_of(cfg, &scratch)->store_batch_ms;
+        ds->batch_ms = hc_store_timeouts(cfg, &scratch)->store_batch_ms;
     }
     err = parse_uri(ds, cfg->store, &profile, errstr, errstr_size);
     if (err == HC_OK) {
@@ -2701,7 +2701,7 @@ static hc_err_t ddb_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, ch
     return scan_counts(ddb_store(st), on_each_item, &v, errstr, errstr_size);
 }
 
-const hc_store_ops_t hc_store_dynamodb_ops = {
+static const hc_store_ops_t dynamodb_ops = {
     .kind = "dynamodb",
     .open = ddb_open,
     .close = ddb_close,
@@ -2711,6 +2711,30 @@ const hc_store_ops_t hc_store_dynamodb_ops = {
     .get = ddb_get,
     .top = ddb_top,
     .foreach = ddb_foreach,
+};
+
+static const char *const ddb_schemes[] = {DDB_URI_PREFIX, NULL};
+
+static int64_t ddb_statements_per_batch(int64_t max_keys)
+{
+    /* one HTTP request per call (DDB_REQUEST_TIMEOUT_MS each), a transaction per
+     * TXN_MAX_ACTIONS items; a batch is bounded as a whole by store_batch_ms */
+    return (max_keys + TXN_MAX_ACTIONS - 1) / TXN_MAX_ACTIONS + 1;
+}
+
+const hc_store_backend_t hc_store_dynamodb_backend = {
+    .facts =
+        {
+            .name = "dynamodb",
+            .title = "DynamoDB",
+            .schemes = ddb_schemes,
+            .uri_form = DDB_URI_FORM,
+            .takes_password_file = false,
+            .connect_ms = HC_STORE_CONNECT_MS,
+            .statement_ms = DDB_REQUEST_TIMEOUT_MS,
+            .statements_per_batch = ddb_statements_per_batch,
+        },
+    .ops = &dynamodb_ops,
 };
 
 hc_err_t hc_store_dynamodb_test_peek(hc_store_t *st, const char *group, const char *topic,

@@ -1,10 +1,13 @@
-/* The plug-in seam behind store.h: each backend fills one ops table and embeds hc_store_t as
- * its first member. Only store.c, store_<backend>.c and a test's own store
- * (tests/support/fake_store.c, opened with hc_store_open_ops) include this file. */
+/* The plug-in seam behind store.h: each backend states what it is in one descriptor
+ * (hc_store_backend_t: its facts and its ops table), embeds hc_store_t as the first member of
+ * its handle, and is listed once in store.c's HC_STORE_BACKENDS. Only src/store/ and a test's
+ * own store (tests/support/fake_store.c, opened with hc_store_open_ops) include this file. */
 #ifndef HOTCOUNT_STORE_IMPL_H
 #define HOTCOUNT_STORE_IMPL_H
 
 #include "hotcount/store.h"
+#include "hotcount/store_facts.h"
+#include "hotcount/timeouts.h"
 
 typedef struct hc_store_ops {
     const char *kind;
@@ -32,9 +35,27 @@ struct hc_store {
     const hc_store_ops_t *ops;
 };
 
-extern const hc_store_ops_t hc_store_sqlite_ops;
-extern const hc_store_ops_t hc_store_redis_ops;
-extern const hc_store_ops_t hc_store_pgsql_ops;
-extern const hc_store_ops_t hc_store_dynamodb_ops;
+/* A backend: what it is (name, schemes, URI form, password rule, timing: the facts the
+ * configuration and the timeouts are handed, hotcount/store_facts.h) and what it does. */
+typedef struct hc_store_backend {
+    hc_store_facts_t facts;
+    const hc_store_ops_t *ops;
+} hc_store_backend_t;
+
+/* Every backend of this build, in the order --help and messages list them: adding one is one
+ * entry here and its folder (src/store/README.md). */
+#define HC_STORE_BACKENDS(X) X(sqlite) X(redis) X(pgsql) X(dynamodb)
+
+#define HC_STORE_BACKEND_DECLARE(b) extern const hc_store_backend_t hc_store_##b##_backend;
+HC_STORE_BACKENDS(HC_STORE_BACKEND_DECLARE)
+#undef HC_STORE_BACKEND_DECLARE
+
+/* A store connection is a handshake on a LAN: 10 s only runs out when the host is gone. */
+#define HC_STORE_CONNECT_MS 10000
+
+/* cfg's timeouts for a backend: cfg->timeouts, or for a configuration built by hand (tests:
+ * no hc_config_init, so neither derived timeouts nor store facts) the ones derived from cfg with
+ * this build's backends, into *scratch. */
+const hc_timeouts_t *hc_store_timeouts(const hc_config_t *cfg, hc_timeouts_t *scratch);
 
 #endif

@@ -873,7 +873,7 @@ static hc_err_t pgsql_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
         "password",        NULL,
     };
     hc_timeouts_t scratch;
-    const hc_timeouts_t *t = hc_timeouts_of(cfg, &scratch);
+    const hc_timeouts_t *t = hc_store_timeouts(cfg, &scratch);
     char connect_s[24]; /* libpq counts whole seconds: rounded up */
     snprintf(connect_s, sizeof(connect_s), "%" PRId64, (t->store_connect_ms + 999) / 1000);
     const char *password = cfg->store_password != NULL ? cfg->store_password : "";
@@ -891,7 +891,7 @@ static hc_err_t pgsql_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
     if (pst == NULL) {
         return out_of_memory(errstr, errstr_size);
     }
-    pst->base.ops = &hc_store_pgsql_ops;
+    pst->base.ops = hc_store_pgsql_backend.ops;
     pst->statement_ms = t->store_statement_ms;
     pst->server_statement_ms = t->store_server_statement_ms;
     pst->batch_ms = t->store_batch_ms;
@@ -1668,7 +1668,7 @@ static hc_err_t pgsql_identity(hc_store_t *st, char *id_out, size_t id_size, cha
     return err;
 }
 
-const hc_store_ops_t hc_store_pgsql_ops = {
+static const hc_store_ops_t pgsql_ops = {
     .kind = "postgresql",
     .open = pgsql_open,
     .close = pgsql_close,
@@ -1679,4 +1679,33 @@ const hc_store_ops_t hc_store_pgsql_ops = {
     .top = pgsql_top,
     .foreach = pgsql_foreach,
     .identity = pgsql_identity,
+};
+
+/* The client's wait on one statement: the server's statement_timeout plus a grace, so that the
+ * server's fires first. */
+#define PGSQL_STATEMENT_MS 45000
+#define PGSQL_SERVER_STATEMENT_MS 30000
+
+static const char *const pgsql_schemes[] = {"postgresql://", "postgres://", NULL};
+
+static int64_t pgsql_statements_per_batch(int64_t max_keys)
+{
+    /* BEGIN, the offsets' UPDATE, the claim INSERT, one upsert per chunk, COMMIT */
+    return (max_keys + PGSQL_APPLY_CHUNK - 1) / PGSQL_APPLY_CHUNK + 4;
+}
+
+const hc_store_backend_t hc_store_pgsql_backend = {
+    .facts =
+        {
+            .name = "postgresql",
+            .title = "PostgreSQL",
+            .schemes = pgsql_schemes,
+            .uri_form = "postgresql://...",
+            .takes_password_file = true,
+            .connect_ms = HC_STORE_CONNECT_MS,
+            .statement_ms = PGSQL_STATEMENT_MS,
+            .server_statement_ms = PGSQL_SERVER_STATEMENT_MS,
+            .statements_per_batch = pgsql_statements_per_batch,
+        },
+    .ops = &pgsql_ops,
 };

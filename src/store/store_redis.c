@@ -1108,9 +1108,9 @@ static hc_err_t redis_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
         hc_errstr_set(errstr, errstr_size, "redis store: out of memory");
         return HC_ERR_FATAL;
     }
-    rs->base.ops = &hc_store_redis_ops;
+    rs->base.ops = hc_store_redis_backend.ops;
     hc_timeouts_t scratch;
-    const hc_timeouts_t *t = hc_timeouts_of(cfg, &scratch);
+    const hc_timeouts_t *t = hc_store_timeouts(cfg, &scratch);
     rs->connect_ms = (long)t->store_connect_ms;
     rs->command_ms = (long)t->store_statement_ms;
     rs->batch_ms = t->store_batch_ms;
@@ -1721,7 +1721,7 @@ static hc_err_t redis_identity(hc_store_t *st, char *id_out, size_t id_size, cha
     return HC_OK;
 }
 
-const hc_store_ops_t hc_store_redis_ops = {
+static const hc_store_ops_t redis_ops = {
     .kind = "redis",
     .open = redis_open,
     .close = redis_close,
@@ -1732,4 +1732,30 @@ const hc_store_ops_t hc_store_redis_ops = {
     .top = redis_top,
     .foreach = redis_foreach,
     .identity = redis_identity,
+};
+
+/* One command's bound (a script call of REDIS_PART_DELTAS deltas takes well under a second). */
+#define REDIS_COMMAND_MS 10000
+
+static const char *const redis_schemes[] = {REDIS_URI_PREFIX, REDISS_URI_PREFIX, NULL};
+
+static int64_t redis_statements_per_batch(int64_t max_keys)
+{
+    /* one script call per part, the last one commits */
+    return (max_keys + REDIS_PART_DELTAS - 1) / REDIS_PART_DELTAS + 1;
+}
+
+const hc_store_backend_t hc_store_redis_backend = {
+    .facts =
+        {
+            .name = "redis",
+            .title = "Redis",
+            .schemes = redis_schemes,
+            .uri_form = "redis[s]://[user:pw@]host:port[/db]",
+            .takes_password_file = true,
+            .connect_ms = HC_STORE_CONNECT_MS,
+            .statement_ms = REDIS_COMMAND_MS,
+            .statements_per_batch = redis_statements_per_batch,
+        },
+    .ops = &redis_ops,
 };

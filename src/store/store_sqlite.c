@@ -315,7 +315,7 @@ static hc_err_t sqlite_open(const hc_config_t *cfg, hc_store_t **stp, char *errs
         hc_errstr_set(errstr, errstr_size, "sqlite store: out of memory");
         return HC_ERR_FATAL;
     }
-    sst->base.ops = &hc_store_sqlite_ops;
+    sst->base.ops = hc_store_sqlite_backend.ops;
 
     /* NOMUTEX: a handle is used by one thread at a time (store.h), so SQLite's per-connection
      * mutex would be pure overhead. Without SQLITE_OPEN_URI the path is taken literally. */
@@ -333,7 +333,7 @@ static hc_err_t sqlite_open(const hc_config_t *cfg, hc_store_t **stp, char *errs
      * cfg->timeouts.store_statement_ms (5 s). Batches commit in milliseconds; 5 s only runs out
      * when another process hangs on to the lock. */
     hc_timeouts_t scratch;
-    sqlite3_busy_timeout(sst->db, (int)hc_timeouts_of(cfg, &scratch)->store_statement_ms);
+    sqlite3_busy_timeout(sst->db, (int)hc_store_timeouts(cfg, &scratch)->store_statement_ms);
 
     /* WAL lets readers (get, top, verify) run beside stage 2's writer, and makes a commit one
      * append instead of a rollback-journal round trip. The mode is stored in the file; an
@@ -738,7 +738,7 @@ static hc_err_t sqlite_identity(hc_store_t *st, char *id_out, size_t id_size, ch
     return HC_OK;
 }
 
-const hc_store_ops_t hc_store_sqlite_ops = {
+static const hc_store_ops_t sqlite_ops = {
     .kind = "sqlite",
     .open = sqlite_open,
     .close = sqlite_close,
@@ -749,4 +749,32 @@ const hc_store_ops_t hc_store_sqlite_ops = {
     .top = sqlite_top,
     .foreach = sqlite_foreach,
     .identity = sqlite_identity,
+};
+
+/* One transaction: BEGIN IMMEDIATE and, under a concurrent checkpoint, COMMIT wait on the file's
+ * lock at most busy_timeout, this. */
+#define SQLITE_BUSY_MS 5000
+
+static const char *const sqlite_schemes[] = {SQLITE_URI_PREFIX, NULL};
+
+static int64_t sqlite_statements_per_batch(int64_t max_keys)
+{
+    (void)max_keys;
+    return 2; /* the transaction's two lock waits */
+}
+
+const hc_store_backend_t hc_store_sqlite_backend = {
+    .facts =
+        {
+            .name = "sqlite",
+            .title = "SQLite",
+            .schemes = sqlite_schemes,
+            .uri_form = "sqlite:PATH",
+            .after_scheme = "a file path",
+            .takes_password_file = false,
+            .connect_ms = HC_STORE_CONNECT_MS,
+            .statement_ms = SQLITE_BUSY_MS,
+            .statements_per_batch = sqlite_statements_per_batch,
+        },
+    .ops = &sqlite_ops,
 };

@@ -57,7 +57,7 @@ static int setup(void **state)
     fixture_t *f = calloc(1, sizeof(*f));
     char errstr[512];
     hc_log_setup(HC_LOG_WARN, HC_LOG_TEXT);
-    assert_int_equal(hc_config_init(&f->cfg), HC_OK);
+    assert_int_equal(hc_config_init(&f->cfg, hc_store_facts()), HC_OK);
     snprintf(f->db, sizeof(f->db), "/tmp/hc-adaptive-%d.db", (int)getpid());
     char uri[128];
     snprintf(uri, sizeof(uri), "sqlite:%s", f->db);

@@ -61,7 +61,7 @@ static void config_for_run(hc_config_t *cfg)
 {
     char errstr[256];
 
-    assert_int_equal(hc_config_init(cfg), HC_OK);
+    assert_int_equal(hc_config_init(cfg, hc_store_facts()), HC_OK);
     assert_int_equal(hc_config_set(cfg, "store", store_uri, errstr, sizeof(errstr)), HC_OK);
     assert_int_equal(hc_config_set(cfg, "store.redis.prefix", redis_prefix, errstr, sizeof(errstr)),
                      HC_OK);

@@ -67,7 +67,7 @@ static int setup(void **state)
     int i;
 
     assert_non_null(fx);
-    assert_int_equal(hc_config_init(&fx->cfg), HC_OK);
+    assert_int_equal(hc_config_init(&fx->cfg, hc_store_facts()), HC_OK);
     assert_int_equal(hc_config_set(&fx->cfg, "store", store_uri, errstr, sizeof(errstr)), HC_OK);
     snprintf(fx->group, sizeof(fx->group), "hcddb-%s-%d", run_id, n);
     for (i = 0; i < NPOSTS; i++) {
@@ -528,7 +528,7 @@ static void errors_never_show_credentials(void **state)
     hc_err_t err;
 
     setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
-    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_init(&cfg, hc_store_facts()), HC_OK);
     assert_int_equal(hc_config_set(&cfg, "store",
                                    "dynamodb://us-east-1/x_?password=hc-test-secret-Zq8x", errstr,
                                    sizeof(errstr)),
@@ -769,7 +769,7 @@ static void throttled_writes_are_retried_and_count_once(void **state)
         hc_err_t err;
 
         throttler_start(&t, kinds[k].status, kinds[k].type, "0.3", "20", "7");
-        assert_int_equal(hc_config_init(&cfg), HC_OK);
+        assert_int_equal(hc_config_init(&cfg, hc_store_facts()), HC_OK);
         assert_int_equal(hc_config_set(&cfg, "store", t.uri, errstr, sizeof(errstr)), HC_OK);
         err = hc_store_open(&cfg, &st, fx->errstr, sizeof(fx->errstr));
         if (err != HC_OK) {
@@ -914,7 +914,7 @@ static void unbegun_batch_resumes_where_it_stopped(void **state)
     hc_err_t err = HC_ERR_TRANSIENT;
 
     throttler_start(&t, "400", "ProvisionedThroughputExceededException", "0", "200", "1");
-    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_init(&cfg, hc_store_facts()), HC_OK);
     assert_int_equal(hc_config_set(&cfg, "store", t.uri, errstr, sizeof(errstr)), HC_OK);
     cfg.timeouts.store_batch_ms = 1000;
     if (hc_store_open(&cfg, &st, fx->errstr, sizeof(fx->errstr)) != HC_OK) {

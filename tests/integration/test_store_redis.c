@@ -187,7 +187,7 @@ static void config_with(hc_config_t *cfg, const char *uri, const char *key_prefi
 {
     char errstr[256];
 
-    assert_int_equal(hc_config_init(cfg), HC_OK);
+    assert_int_equal(hc_config_init(cfg, hc_store_facts()), HC_OK);
     assert_int_equal(hc_config_set(cfg, "store", uri, errstr, sizeof(errstr)), HC_OK);
     assert_int_equal(hc_config_set(cfg, "store.redis.prefix", key_prefix, errstr, sizeof(errstr)),
                      HC_OK);

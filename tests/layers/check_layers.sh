@@ -58,6 +58,8 @@ must_build() { # probe why
 
 must_not_compile core_includes_kafka hotcount/kafka.h
 must_not_compile core_includes_store hotcount/store.h
+must_not_compile base_includes_store hotcount/store.h
+must_not_compile stage_includes_store_impl store_impl.h
 must_not_compile kafka_includes_store hotcount/store.h
 must_not_compile store_includes_stage hotcount/stage.h
 must_not_compile obs_includes_kafka hotcount/kafka.h

@@ -15,6 +15,7 @@
 #include "hotcount/config.h"
 #include "hotcount/dlq_replay.h"
 #include "hotcount/log.h"
+#include "hotcount/store.h"
 
 static void kill_at(int64_t batch, void *opaque)
 {
@@ -34,7 +35,7 @@ int main(int argc, char **argv)
     char errstr[512];
     hc_config_t cfg;
     hc_log_setup(HC_LOG_WARN, HC_LOG_TEXT);
-    if (hc_config_init(&cfg) != HC_OK) {
+    if (hc_config_init(&cfg, hc_store_facts()) != HC_OK) {
         return 1;
     }
     hc_err_t err = HC_OK;

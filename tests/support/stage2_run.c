@@ -15,6 +15,7 @@
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 #include "hotcount/partial.h"
+#include "hotcount/store.h"
 #include "stage2_impl.h"
 
 void hc_stage2_run_use_fake(hc_config_t *cfg, const char *fake_uri)
@@ -29,7 +30,7 @@ void hc_stage2_env_start(hc_stage2_env_t *env, const char *const (*kv)[2], size_
     char errstr[512];
     memset(env, 0, sizeof(*env));
     hc_log_setup(getenv("HC_TEST_LOG") ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
-    assert_int_equal(hc_config_init(&env->cfg), HC_OK);
+    assert_int_equal(hc_config_init(&env->cfg, hc_store_facts()), HC_OK);
     env->fake = hc_fake_store_new(env->uri, sizeof(env->uri));
     assert_non_null(env->fake);
     for (size_t i = 0; i < n; i++) {

@@ -26,6 +26,7 @@
 #include "hotcount/log.h"
 #include "hotcount/metrics.h"
 #include "hotcount/stage.h"
+#include "hotcount/store.h"
 #include "stage2_run.h"
 
 #include <librdkafka/rdkafka_mock.h> /* after rdkafka.h (stage2_run.h) */
@@ -81,7 +82,7 @@ static void stage1_waits_for_the_broker(void **state)
     hc_metrics_t metrics;
     char errstr[512];
     hc_log_setup(getenv("HC_TEST_LOG") ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
-    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_init(&cfg, hc_store_facts()), HC_OK);
     const char *const kv[][2] = {{"instance.id", "down1"},
                                  {"topic.raw.partitions", "1"},
                                  {"topic.partials.partitions", "1"},

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "hotcount/config.h"
+#include "store_facts_stub.h"
 
 #define ERRSTR_SIZE 512
 
@@ -86,7 +87,7 @@ static int setup(void **state)
 {
     hc_config_t *cfg = malloc(sizeof(*cfg));
 
-    if (cfg == NULL || hc_config_init(cfg) != HC_OK) {
+    if (cfg == NULL || hc_config_init(cfg, stub_stores) != HC_OK) {
         free(cfg);
         return -1;
     }
@@ -412,7 +413,7 @@ static void validate_rejects_serve_hot_ttl_below_serve_ttl_naming_both(void **st
     /* left at its default (1000 ms), it gives way to a longer serve.ttl.ms */
     hc_config_t *cfg = *state;
     hc_config_fini(cfg);
-    assert_int_equal(hc_config_init(cfg), HC_OK);
+    assert_int_equal(hc_config_init(cfg, stub_stores), HC_OK);
     set_ok(cfg, "serve.ttl.ms", "5000");
     assert_int_equal(hc_config_validate(cfg, errstr, sizeof(errstr)), HC_OK);
     assert_true(hc_config_is_default(cfg, "serve.hot.ttl.ms"));
@@ -573,7 +574,7 @@ static void set_leaves_config_unchanged_on_error(void **state)
     char errstr[ERRSTR_SIZE];
 
     set_ok(cfg, "kafka.linger.ms", "5");
-    assert_int_equal(hc_config_init(&before), HC_OK);
+    assert_int_equal(hc_config_init(&before, stub_stores), HC_OK);
     set_ok(&before, "kafka.linger.ms", "5");
     set_ok(&before, "instance.id", cfg->instance_id);
 
@@ -798,7 +799,7 @@ static void load_file_leaves_config_unchanged_on_error(void **state)
     char path[64];
     char errstr[ERRSTR_SIZE] = "";
 
-    assert_int_equal(hc_config_init(&before), HC_OK);
+    assert_int_equal(hc_config_init(&before, stub_stores), HC_OK);
     set_ok(&before, "instance.id", cfg->instance_id);
 
     /* Earlier good lines must not stick when a later line fails. */
@@ -1012,6 +1013,16 @@ static void validate_rejects_watchdog_below_the_longest_call(void **state)
 
 /* Not inlined: at -O3, GCC 12 follows open_memstream's buffer into the callers and warns that
  * pointers into it dangle (-Wdangling-pointer), which they do not. */
+static void print_help_stub(FILE *out)
+{
+    hc_config_print_help(out, stub_stores);
+}
+
+static void print_example_stub(FILE *out)
+{
+    hc_config_print_example(out, stub_stores);
+}
+
 __attribute__((noinline)) static char *capture(void (*print)(FILE *out))
 {
     char *text = NULL;
@@ -1026,7 +1037,7 @@ __attribute__((noinline)) static char *capture(void (*print)(FILE *out))
 
 static void print_help_lists_every_key_with_default_and_kafka_scopes(void **state)
 {
-    char *text = capture(hc_config_print_help);
+    char *text = capture(print_help_stub);
     char needle[128];
 
     (void)state;
@@ -1046,7 +1057,7 @@ static void print_help_lists_every_key_with_default_and_kafka_scopes(void **stat
 
 static void print_help_aligns_the_default_column(void **state)
 {
-    char *text = capture(hc_config_print_help);
+    char *text = capture(print_help_stub);
     const char *flush = strstr(text, "\n  flush.ms ");
     const char *salts = strstr(text, "\n  salts ");
     const char *flush_default;
@@ -1063,7 +1074,7 @@ static void print_help_aligns_the_default_column(void **state)
 
 static void print_example_has_only_comments_and_assignments(void **state)
 {
-    char *text = capture(hc_config_print_example);
+    char *text = capture(print_example_stub);
     char *save = NULL;
     size_t assignments = 0;
 
@@ -1085,11 +1096,11 @@ static void print_example_round_trips_to_defaults(void **state)
 {
     hc_config_t *defaults = *state;
     hc_config_t cfg;
-    char *text = capture(hc_config_print_example);
+    char *text = capture(print_example_stub);
     char path[64];
     char errstr[ERRSTR_SIZE] = "";
 
-    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_init(&cfg, stub_stores), HC_OK);
     /* Start far from the defaults so that the file has to set every key back. */
     set_ok(&cfg, "brokers", "x:1");
     set_ok(&cfg, "topic.counts", "c");

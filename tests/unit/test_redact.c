@@ -17,6 +17,7 @@
 
 #include "hotcount/config.h"
 #include "hotcount/redact.h"
+#include "store_facts_stub.h"
 
 #define SECRET "s3cr3t-PW"
 
@@ -139,7 +140,7 @@ static void config_secrets_are_scrubbed_from_any_text(void **state)
     hc_config_t cfg;
     char errstr[256];
     (void)state;
-    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_init(&cfg, stub_stores), HC_OK);
     assert_int_equal(
         hc_config_set(&cfg, "store", "redis://u:pa%21ss" SECRET "@h:1/0", errstr, sizeof(errstr)),
         HC_OK);

@@ -23,6 +23,7 @@
 #include "hotcount/config.h"
 #include "hotcount/redact.h"
 #include "hotcount/secret_file.h"
+#include "store_facts_stub.h"
 
 #define SECRET "Sf7-secret-VALUE"
 
@@ -153,7 +154,7 @@ static void kafka_file_key_sets_the_secret_property(void **state)
     (void)state;
 
     write_file(SECRET "\n", strlen(SECRET) + 1);
-    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_init(&cfg, stub_stores), HC_OK);
     assert_int_equal(hc_config_set(&cfg, "kafka.sasl.password.file", path, errstr, sizeof(errstr)),
                      HC_OK);
     assert_int_equal(
@@ -188,7 +189,7 @@ static void kafka_file_key_refuses_a_property_that_is_no_secret(void **state)
     (void)state;
 
     write_file(SECRET, strlen(SECRET));
-    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_init(&cfg, stub_stores), HC_OK);
     assert_int_equal(hc_config_set(&cfg, "kafka.client.id.file", path, errstr, sizeof(errstr)),
                      HC_ERR_INVALID);
     assert_non_null(strstr(errstr, "kafka.client.id.file: only a secret property"));
@@ -210,7 +211,7 @@ static void store_password_file_is_read_checked_and_redacted(void **state)
     (void)state;
 
     write_file(SECRET "\r\n", strlen(SECRET) + 2);
-    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_init(&cfg, stub_stores), HC_OK);
     assert_string_equal(cfg.store_password, "");
     assert_int_equal(hc_config_set(&cfg, "store.password.file", path, errstr, sizeof(errstr)),
                      HC_OK);

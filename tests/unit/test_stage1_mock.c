@@ -10,6 +10,7 @@
  * is counted by exactly one committed window, events_ok == EVENTS.
  *
  * Each test names the mutant of src/stage/stage1.c it catches. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +32,7 @@
 #include "hotcount/partial.h"
 #include "hotcount/partial_pack.h"
 #include "hotcount/stage.h"
+#include "hotcount/store.h"
 #include "hotcount/topic_read.h"
 
 #define EVENTS 200
@@ -51,6 +53,7 @@ typedef struct step {
     hc_stage1_action_t action;
     hc_err_t outcome;
     hc_stage1_state_t to;
+    int64_t at_ms; /* hc_now_ms when it happened */
 } step_t;
 
 typedef struct fixture {
@@ -80,7 +83,7 @@ static void observe(void *opaque, hc_stage1_state_t from, hc_stage1_action_t act
         return;
     }
     if (n < MAX_STEPS) {
-        f->steps[n] = (step_t){from, action, outcome, to};
+        f->steps[n] = (step_t){from, action, outcome, to, hc_now_ms()};
         atomic_store_explicit(&f->nsteps, n + 1, memory_order_release);
     }
 }
@@ -168,7 +171,7 @@ static int setup(void **state)
     char errstr[512];
     const char *level = getenv("HC_TEST_LOG");
     hc_log_setup(level && strcmp(level, "info") == 0 ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
-    assert_int_equal(hc_config_init(&f->cfg), HC_OK);
+    assert_int_equal(hc_config_init(&f->cfg, hc_store_facts()), HC_OK);
     set(f, "instance.id", "s1mock");
     set(f, "topic.raw.partitions", "2");
     set(f, "topic.partials.partitions", "2");
@@ -181,6 +184,12 @@ static int setup(void **state)
     set(f, "brokers", f->mock.bootstraps);
     assert_int_equal(hc_config_validate(&f->cfg, errstr, sizeof(errstr)), HC_OK);
     assert_int_equal(hc_metrics_init(&f->metrics), HC_OK);
+    /* The mock keeps no transactional offsets, so every partition it assigns has records and no
+     * committed offset, which stage 1 asks again committed_read_attempts times, backing off,
+     * before it reads from the first record (hotcount/start_offset.h): 3.1 s by default at
+     * every assignment and rewind. Two answers here (100 ms);
+     * unconfirmed_start_waits_for_the_answers_to_agree keeps the default. */
+    f->cfg.timeouts.committed_read_attempts = 2;
 
     /* EVENTS likes over POSTS posts, before the stage starts */
     produce_likes(f, EVENTS, "p", POSTS, "");
@@ -552,6 +561,71 @@ static void lost_assignment_aborts_the_window_and_commits_nothing(void **state)
     assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS);
 }
 
+/* The abort of a window (here after an abortable EndTxn) is itself answered with
+ * INVALID_TXN_STATE, which librdkafka makes a fatal error of the producer: the transaction is in
+ * a state the coordinator no longer accepts (seen after a stage-1 process was frozen past its
+ * session under group.protocol=consumer: docs/RELIABILITY.md, F4). No other producer has taken
+ * the transactional id, so the stage replaces its producer (the new epoch aborts whatever the
+ * old one left open), rewinds, and counts every event once, without stopping.
+ * Mutant caught (the code before: a fatal abort fails the window): hc_stage1_run returns
+ * HC_ERR_FATAL, `hotcount stage1` exits 1. */
+static void unusable_producer_at_an_abort_is_renewed(void **state)
+{
+    fixture_t *f = *state;
+    rd_kafka_mock_push_request_errors(f->mock.mcluster, API_END_TXN, 2,
+                                      RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+                                      RD_KAFKA_RESP_ERR_INVALID_TXN_STATE);
+    start(f);
+    bool committed = wait_committed(f, EVENTS);
+    finish(f);
+    if (!committed || f->run_err != HC_OK) {
+        print_steps(f);
+        print_message("run: %s\n", f->run_errstr);
+    }
+    assert_true(committed);
+    assert_int_equal(f->run_err, HC_OK);
+    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_ERR_ABORT), 1);
+    /* the abort's outcome is unknown: renewed, rewound, read again */
+    assert_int_equal(count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_ABORT, HC_ERR_TRANSIENT), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_RENEW, HC_OK), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_REWIND, HC_OK), 1);
+    assert_int_equal(count_entered(f, HC_STAGE1_FAILED), 0);
+    assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS);
+}
+
+/* The partitions have records and the group no committed offset for them (the mock keeps none),
+ * which is also what a committed-offset fetch answered once for partitions that had one, right
+ * after a broker restart (docs/RELIABILITY.md, F3: 68 000 events read a second time). Stage 1
+ * holds such a partition paused and asks again, committed_read_attempts answers backing off
+ * from 100 ms (100 + 200 + 400 + 800 + 1600 ms by default), before it believes "none" and reads
+ * from the first record; then every event is counted once.
+ * Mutant caught (the code before, auto.offset.reset at the first answer): the first window
+ * opens within a few hundred ms of the start. */
+static void unconfirmed_start_waits_for_the_answers_to_agree(void **state)
+{
+    fixture_t *f = *state;
+    f->cfg.timeouts.committed_read_attempts = 6; /* the default */
+    int64_t started = hc_now_ms();
+    start(f);
+    bool committed = wait_committed(f, EVENTS);
+    finish(f);
+    if (!committed || f->run_err != HC_OK) {
+        print_steps(f);
+        print_message("run: %s\n", f->run_errstr);
+    }
+    assert_true(committed);
+    assert_int_equal(f->run_err, HC_OK);
+    int begun = first_step(f, HC_STAGE1_IDLE, HC_STAGE1_BEGIN, HC_OK);
+    assert_true(begun >= 0);
+    int64_t waited = f->steps[begun].at_ms - started;
+    if (waited < 3100) {
+        print_message("the first window opened %" PRId64 " ms after the start\n", waited);
+    }
+    assert_true(waited >= 3100);
+    assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS);
+    assert_int_equal(hc_metric_get(f->metrics.txn_abort), 0);
+}
+
 /* ---- poison records: any message is counted or dead-lettered ---------------------------- */
 
 #define BIG_KEY 1000000 /* over the stage's producer's message.max.bytes with any value */
@@ -872,6 +946,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(fenced_producer_fails_the_stage, setup, teardown),
         cmocka_unit_test_setup_teardown(invalid_producer_epoch_fails_the_stage, setup, teardown),
+        cmocka_unit_test_setup_teardown(unusable_producer_at_an_abort_is_renewed, setup, teardown),
+        cmocka_unit_test_setup_teardown(unconfirmed_start_waits_for_the_answers_to_agree, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(lost_assignment_aborts_the_window_and_commits_nothing,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(poison_messages_in_single_partials, setup, teardown),

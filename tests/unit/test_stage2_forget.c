@@ -170,7 +170,7 @@ static void store_identity_of(const char *uri, char *id, size_t id_size)
     hc_config_t cfg;
     hc_store_t *st = NULL;
     char errstr[512];
-    assert_int_equal(hc_config_init(&cfg), HC_OK);
+    assert_int_equal(hc_config_init(&cfg, hc_store_facts()), HC_OK);
     free(cfg.store);
     cfg.store = strdup(uri);
     assert_non_null(cfg.store);

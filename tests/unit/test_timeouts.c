@@ -21,13 +21,14 @@
 #include "hotcount/config.h"
 #include "hotcount/log.h"
 #include "hotcount/timeouts.h"
+#include "store_facts_stub.h"
 
 #define ERRSTR_SIZE 1024
 
 static int setup(void **state)
 {
     hc_config_t *cfg = malloc(sizeof(*cfg));
-    if (cfg == NULL || hc_config_init(cfg) != HC_OK) {
+    if (cfg == NULL || hc_config_init(cfg, stub_stores) != HC_OK) {
         free(cfg);
         return -1;
     }

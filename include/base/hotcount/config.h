@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "hotcount/err.h"
+#include "hotcount/store_facts.h"
 #include "hotcount/timeouts.h"
 
 typedef enum hc_kafka_scope {
@@ -96,15 +97,21 @@ typedef struct hc_config {
     int32_t serve_hot_follow;     /* -1: when brokers is not its default; 0 off; 1 on */
     hc_kafka_prop_t *kafka_props; /* owned array, in the order given */
     size_t kafka_prop_count;
+    /* Not a key: the store backends this program has (hotcount/store_facts.h), borrowed,
+     * NULL-terminated, as given to hc_config_init: the `store` check, the store.password.file
+     * rule and the store's timeouts read them. */
+    const hc_store_facts_t *const *stores;
     /* Not a key: every timeout derived from the keys above (hotcount/timeouts.h). Filled with
      * the defaults' values by hc_config_init, re-derived by hc_config_set and
      * hc_config_load_file, and checked as a whole by hc_config_validate. */
     hc_timeouts_t timeouts;
 } hc_config_t;
 
-/* Fills defaults (instance.id = "<hostname>-<pid>"). Returns HC_ERR_FATAL only when out of
- * memory. */
-hc_err_t hc_config_init(hc_config_t *cfg);
+/* Fills defaults (instance.id = "<hostname>-<pid>"). stores: the store backends' facts, handed
+ * in by the layer that knows them (hc_store_facts() of hotcount/store.h; a base-only test its own
+ * list), NULL-terminated, borrowed for cfg's life; `store` accepts exactly their schemes.
+ * Returns HC_ERR_FATAL only when out of memory. */
+hc_err_t hc_config_init(hc_config_t *cfg, const hc_store_facts_t *const *stores);
 void hc_config_fini(hc_config_t *cfg); /* accepts a zeroed or NULL cfg */
 
 /* Sets one key. HC_ERR_INVALID with errstr naming the key when the key is unknown or the value
@@ -138,11 +145,11 @@ hc_err_t hc_config_validate(hc_config_t *cfg, char *errstr, size_t errstr_size);
 bool hc_config_is_default(const hc_config_t *cfg, const char *key);
 
 /* An aligned table, one line per key: name, default, description [range]; then the kafka.*
- * prefixes (for --help). */
-void hc_config_print_help(FILE *out);
+ * prefixes (for --help). The store keys' descriptions list stores' URI forms and schemes. */
+void hc_config_print_help(FILE *out, const hc_store_facts_t *const *stores);
 
 /* A commented properties file with every key at its default (for `hotcount config`); loading
  * it gives the defaults. instance.id is left commented out, as its default is per process. */
-void hc_config_print_example(FILE *out);
+void hc_config_print_example(FILE *out, const hc_store_facts_t *const *stores);
 
 #endif

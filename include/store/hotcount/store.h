@@ -1,8 +1,8 @@
 /* Layer: store. The store: where counts and stage 2's consumed offsets live, side by side.
  *
- * The only door to the backends (src/store/store_<backend>.c, each one ops table behind the seam
- * in src/store/store_impl.h). The URI's scheme picks the backend:
- * "sqlite:PATH", "redis://...", "postgresql://..." / "postgres://...".
+ * The only door to the backends (src/store/<backend>/, each one descriptor behind the seam in
+ * src/store/store_impl.h, listed once in HC_STORE_BACKENDS). The URI's scheme picks the backend;
+ * hc_store_facts() lists them all (`hotcount --help` shows their URI forms).
  *
  * The one write is hc_store_apply: a batch of per-post deltas plus, for every partition the
  * batch consumed, the offset it started from (expected) and the next offset to read. It is
@@ -73,6 +73,11 @@ typedef struct hc_store_row {
 /* Opens cfg->store. On error *stp is NULL and errstr says why (HC_ERR_INVALID for a bad URI,
  * HC_ERR_TRANSIENT when the server is unreachable). */
 hc_err_t hc_store_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr, size_t errstr_size);
+
+/* The facts of every backend of this build (name, schemes, URI form, password rule, timing),
+ * NULL-terminated, static: what hc_config_init is handed so that the configuration checks the
+ * `store` key and derives the store's timeouts without knowing any backend. */
+const hc_store_facts_t *const *hc_store_facts(void);
 void hc_store_close(hc_store_t *st); /* accepts NULL */
 
 /* hc_store_open over the given ops table instead of the one cfg->store's scheme picks: the seam
