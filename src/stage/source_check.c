@@ -19,11 +19,23 @@ typedef struct span {
     window_id_t win;
 } span_t;
 
-/* What one partials partition remembers of one raw partition: the last range the store holds
- * (done) and the last one the open batch took (pend). */
-typedef struct slot {
+/* What one partials partition remembers of one raw partition for one writer (a producer's
+ * incarnation: the window id without its number): the last range the store holds (done) and
+ * the last one the open batch took (pend). Free when it has neither. */
+typedef struct writer_mem {
     span_t done, pend;
+    uint64_t used; /* the check's tick when it last took a range here: the oldest goes first */
     bool has_done, has_pend;
+} writer_mem_t;
+
+/* Writers remembered per (partials partition, raw partition). A late write comes from the
+ * writer whose window it overlaps (KAFKA-17754 appends it to the same producer's next
+ * transaction), so two cover a raw partition changing hands; a third writer takes the slot of
+ * the one that took a range longest ago. */
+#define SLOT_WRITERS 2
+
+typedef struct slot {
+    writer_mem_t w[SLOT_WRITERS];
 } slot_t;
 
 typedef struct part {
@@ -41,6 +53,7 @@ typedef struct part {
 struct hc_source_check {
     part_t *parts; /* owned, indexed by partials partition */
     int32_t cap;
+    uint64_t tick; /* ranges taken so far */
 };
 
 /* A parsed version-1 value; the ranges are walked again with next_range. */
@@ -242,6 +255,32 @@ static bool same_window(const window_id_t *a, const window_id_t *b)
            a->window == b->window;
 }
 
+static bool same_writer(const window_id_t *a, const window_id_t *b)
+{
+    return a->producer == b->producer && a->incarnation_ms == b->incarnation_ms;
+}
+
+static bool mem_is_free(const writer_mem_t *m)
+{
+    return !m->has_done && !m->has_pend;
+}
+
+/* The last range sl holds of the writer of win: pending if the open batch took one, else the
+ * stored one; NULL when sl remembers nothing of that writer. */
+static const span_t *seen_of(const slot_t *sl, const window_id_t *win)
+{
+    for (int i = 0; sl && i < SLOT_WRITERS; i++) {
+        const writer_mem_t *m = &sl->w[i];
+        if (m->has_pend && same_writer(&m->pend.win, win)) {
+            return &m->pend;
+        }
+        if (!m->has_pend && m->has_done && same_writer(&m->done.win, win)) {
+            return &m->done;
+        }
+    }
+    return NULL;
+}
+
 static const slot_t *slot_of(const hc_source_check_t *sc, int32_t q, int32_t p)
 {
     if (q < 0 || q >= sc->cap || p >= sc->parts[q].cap) {
@@ -276,11 +315,14 @@ hc_partial_reason_t hc_source_check(const hc_source_check_t *sc, int32_t partiti
     int32_t p;
     int64_t first, next;
     while (walk(&h, &s, &p, &first, &next)) {
-        const slot_t *sl = slot_of(sc, partition, p);
-        if (!sl || (!sl->has_pend && !sl->has_done)) {
+        /* Only the partial's own writer's history is compared (issue 25, item 1): a header is
+         * a claim anyone who may write the topic can make, and one forged claim of raw offsets
+         * around 10^15 under another writer's name dead-lettered every later partial of the
+         * partition before. */
+        const span_t *seen = seen_of(slot_of(sc, partition, p), &h.win);
+        if (!seen) {
             continue;
         }
-        const span_t *seen = sl->has_pend ? &sl->pend : &sl->done;
         bool same = same_window(&seen->win, &h.win);
         if (same ? seen->first == first && seen->next == next : first >= seen->next) {
             continue;
@@ -294,6 +336,30 @@ hc_partial_reason_t hc_source_check(const hc_source_check_t *sc, int32_t partiti
         return HC_PARTIAL_SOURCE_OVERLAP;
     }
     return HC_PARTIAL_OK;
+}
+
+/* The memory for the writer of win in sl: its own, else a free one, else the one that took a
+ * range longest ago (forgotten: the newcomer's history matters more than an old writer's). */
+static writer_mem_t *mem_for(slot_t *sl, const window_id_t *win)
+{
+    writer_mem_t *free_m = NULL, *oldest = &sl->w[0];
+    for (int i = 0; i < SLOT_WRITERS; i++) {
+        writer_mem_t *m = &sl->w[i];
+        if ((m->has_pend && same_writer(&m->pend.win, win)) ||
+            (m->has_done && same_writer(&m->done.win, win))) {
+            return m;
+        }
+        if (mem_is_free(m)) {
+            free_m = free_m ? free_m : m;
+        } else if (m->used < oldest->used) {
+            oldest = m;
+        }
+    }
+    if (free_m) {
+        return free_m;
+    }
+    memset(oldest, 0, sizeof(*oldest));
+    return oldest;
 }
 
 /* Grows sc to hold partials partition q and raw partition p; false when out of memory. */
@@ -349,9 +415,12 @@ hc_err_t hc_source_accept(hc_source_check_t *sc, int32_t partition, const void *
     const char *s = h.ranges;
     int32_t p;
     int64_t first, next;
+    sc->tick++;
     while (walk(&h, &s, &p, &first, &next)) {
-        pt->slots[p].pend = (span_t){first, next, h.win};
-        pt->slots[p].has_pend = true;
+        writer_mem_t *m = mem_for(&pt->slots[p], &h.win);
+        m->pend = (span_t){first, next, h.win};
+        m->has_pend = true;
+        m->used = sc->tick;
     }
     pt->dirty = true;
     /* remember the value for its siblings; without room, they are parsed instead */
@@ -375,10 +444,13 @@ void hc_source_commit(hc_source_check_t *sc)
     for (int32_t q = 0; q < sc->cap; q++) {
         part_t *pt = &sc->parts[q];
         for (int32_t p = 0; pt->dirty && p < pt->cap; p++) {
-            if (pt->slots[p].has_pend) {
-                pt->slots[p].done = pt->slots[p].pend;
-                pt->slots[p].has_done = true;
-                pt->slots[p].has_pend = false;
+            for (int i = 0; i < SLOT_WRITERS; i++) {
+                writer_mem_t *m = &pt->slots[p].w[i];
+                if (m->has_pend) {
+                    m->done = m->pend;
+                    m->has_done = true;
+                    m->has_pend = false;
+                }
             }
         }
         pt->dirty = false;
@@ -390,7 +462,9 @@ void hc_source_rollback(hc_source_check_t *sc)
     for (int32_t q = 0; q < sc->cap; q++) {
         part_t *pt = &sc->parts[q];
         for (int32_t p = 0; pt->dirty && p < pt->cap; p++) {
-            pt->slots[p].has_pend = false;
+            for (int i = 0; i < SLOT_WRITERS; i++) {
+                pt->slots[p].w[i].has_pend = false;
+            }
         }
         if (pt->dirty) {
             pt->last_valid = false; /* what it set is gone */

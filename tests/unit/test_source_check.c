@@ -146,9 +146,9 @@ static void late_write_after_the_next_window_is_refused(void **state)
     /* also once N+1 is in the store */
     hc_source_commit(f->sc);
     assert_int_equal(check(f, 1, n), HC_PARTIAL_SOURCE_OVERLAP);
-    /* and from another producer (the partition moved, and N's producer wrote late) */
+    /* and from a later window of the same producer that starts inside it */
     char b[128];
-    assert_int_equal(check(f, 1, hdr(b, sizeof(b), PRODUCER_B, 9, "0:105+30")),
+    assert_int_equal(check(f, 1, hdr(b, sizeof(b), PRODUCER_A, 9, "0:105+30")),
                      HC_PARTIAL_SOURCE_OVERLAP);
 }
 
@@ -190,7 +190,67 @@ static void any_overlapping_range_refuses_the_partial(void **state)
     fixture_t *f = *state;
     char h[128];
     assert_int_equal(take(f, 0, hdr(h, sizeof(h), PRODUCER_A, 1, "0:0+10,5:0+10")), HC_PARTIAL_OK);
-    assert_int_equal(check(f, 0, hdr(h, sizeof(h), PRODUCER_B, 1, "0:10+1,5:9+2")),
+    assert_int_equal(check(f, 0, hdr(h, sizeof(h), PRODUCER_A, 2, "0:10+1,5:9+2")),
+                     HC_PARTIAL_SOURCE_OVERLAP);
+}
+
+/* Issue 25, item 1: a header is a claim anyone who may write likes.partials can make. A legal
+ * no-op partial claiming raw offsets around 10^15 under a writer of its own is taken (it
+ * decides nothing) and blocks no later partial of the real writer, pending or stored; nor do
+ * claims under many made-up writers, which only take turns in the memory.
+ * mutant: comparing with every writer's history (every real partial is refused) */
+static void a_forged_claim_never_blocks_another_writer(void **state)
+{
+    fixture_t *f = *state;
+    char h[160];
+    for (int q = 0; q < 3; q++) {
+        assert_int_equal(
+            take(f, q,
+                 hdr(h, sizeof(h), PRODUCER_B, 1, "0:1000000000000000+1,1:1000000000000000+1")),
+            HC_PARTIAL_OK);
+    }
+    for (int64_t w = 1; w <= 4; w++) {
+        char ranges[64];
+        snprintf(ranges, sizeof(ranges), "0:%" PRId64 "+10,1:%" PRId64 "+10", 10 * (w - 1),
+                 10 * (w - 1));
+        for (int q = 0; q < 3; q++) {
+            assert_int_equal(take(f, q, hdr(h, sizeof(h), PRODUCER_A, w, ranges)), HC_PARTIAL_OK);
+        }
+        if (w == 2) {
+            hc_source_commit(f->sc);
+        }
+    }
+    hc_source_commit(f->sc);
+    /* writers made up by the dozen: the real one keeps counting, and its own late write is
+     * still refused as long as it took a range more recently than the oldest forger */
+    for (int i = 0; i < 40; i++) {
+        char producer[17];
+        snprintf(producer, sizeof(producer), "%016x", 0x1000 + i);
+        assert_int_equal(take(f, 0, hdr(h, sizeof(h), producer, 1, "0:0+1000000000000000")),
+                         HC_PARTIAL_OK);
+        char ranges[64];
+        snprintf(ranges, sizeof(ranges), "0:%d+1", 40 + i);
+        assert_int_equal(take(f, 0, hdr(h, sizeof(h), PRODUCER_A, 5 + i, ranges)), HC_PARTIAL_OK);
+    }
+    assert_int_equal(check(f, 0, hdr(h, sizeof(h), PRODUCER_A, 3, "0:20+10")),
+                     HC_PARTIAL_SOURCE_OVERLAP);
+}
+
+/* The memory per raw partition is bounded: a third writer replaces the one that took a range
+ * longest ago, and the two kept are still compared.
+ * mutant: a newcomer replaces the most recent writer (A's late write passes) */
+static void a_third_writer_replaces_the_oldest(void **state)
+{
+    fixture_t *f = *state;
+    char h[128];
+    assert_int_equal(take(f, 0, hdr(h, sizeof(h), PRODUCER_B, 1, "0:0+10")), HC_PARTIAL_OK);
+    assert_int_equal(take(f, 0, hdr(h, sizeof(h), PRODUCER_A, 1, "0:10+10")), HC_PARTIAL_OK);
+    hc_source_commit(f->sc);
+    assert_int_equal(take(f, 0, hdr(h, sizeof(h), "00000000000000cc", 1, "0:20+10")),
+                     HC_PARTIAL_OK);
+    /* B was the oldest: forgotten; A is still compared */
+    assert_int_equal(check(f, 0, hdr(h, sizeof(h), PRODUCER_B, 2, "0:5+1")), HC_PARTIAL_OK);
+    assert_int_equal(check(f, 0, hdr(h, sizeof(h), PRODUCER_A, 0, "0:10+3")),
                      HC_PARTIAL_SOURCE_OVERLAP);
 }
 
@@ -245,7 +305,7 @@ static void no_header_or_unknown_version_passes(void **state)
     assert_int_equal(take(f, 0, NULL), HC_PARTIAL_OK);
     assert_int_equal(take(f, 0, "2 whatever it says"), HC_PARTIAL_OK);
     assert_int_equal(take(f, 0, "not a header"), HC_PARTIAL_OK);
-    assert_int_equal(check(f, 0, hdr(h, sizeof(h), PRODUCER_B, 1, "0:0+10")),
+    assert_int_equal(check(f, 0, hdr(h, sizeof(h), PRODUCER_A, 2, "0:0+10")),
                      HC_PARTIAL_SOURCE_OVERLAP); /* nothing above changed the memory */
 }
 
@@ -301,6 +361,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(same_window_with_another_range_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(any_overlapping_range_refuses_the_partial, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_forged_claim_never_blocks_another_writer, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_third_writer_replaces_the_oldest, setup, teardown),
         cmocka_unit_test_setup_teardown(rollback_forgets_the_open_batch_commit_keeps_it, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(forget_starts_the_partition_afresh, setup, teardown),

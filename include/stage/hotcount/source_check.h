@@ -11,12 +11,19 @@
  * ascending raw partition order, each raw partition the window read with its range
  * [first, first + count), count >= 1. All of a window's partials carry the same value.
  *
- * Stage 2 remembers, per partials partition and raw partition, the range and window of the
- * last partial it took (hc_source_accept) and refuses (HC_PARTIAL_SOURCE_OVERLAP) a partial of
- * another window whose range starts before the remembered range's end, or one that claims the
- * remembered window with another range: a raw offset the store already counted, or is about to
- * count in the open batch, is never counted a second time through a late write of a stale
- * transaction (KAFKA-17754: no librdkafka implements transactions v2, KIP-890). The memory
+ * Stage 2 remembers, per partials partition, raw partition and writer (the producer's hash and
+ * incarnation: the window id without its number; the last two writers per raw partition), the
+ * range and window of the writer's last partial it took (hc_source_accept) and refuses
+ * (HC_PARTIAL_SOURCE_OVERLAP) a partial of another window of the same writer whose range starts
+ * before the remembered range's end, or one that claims the remembered window with another
+ * range: a raw offset the store already counted, or is about to count in the open batch, is
+ * never counted a second time through a late write of a stale transaction (KAFKA-17754: no
+ * librdkafka implements transactions v2, KIP-890), which the broker appends to the same
+ * producer's next transaction. A partial is never compared with another writer's history
+ * (issue 25, item 1): a header is a claim anyone who may write the topic can make, and one
+ * forged claim of offsets near 10^15 blocked every later partial of its partition. A late
+ * write across writers needs a producer that kept its epoch past an abort, which stage 1's
+ * renewal rules out (docs/RELIABILITY.md, "Late writes", defence 1). The memory
  * follows the store batch: what the open batch took is pending until the batch lands
  * (hc_source_commit) or is dropped (hc_source_rollback); a partition whose position is read
  * from the store again starts with no memory (hc_source_forget), so a store that went back
@@ -44,8 +51,8 @@
 #define HC_SOURCE_HEADER "hotcount-window"
 #define HC_SOURCE_VERSION 1
 /* A raw partition number at or above this makes a header malformed: it bounds the memory one
- * forged header can make stage 2 allocate (a slot of 80 bytes per raw partition and partials
- * partition). */
+ * forged header can make stage 2 allocate (a slot of about 200 bytes per raw partition and
+ * partials partition). */
 #define HC_SOURCE_MAX_RAW_PARTITIONS 16384
 
 /* Bytes hc_source_encode may need for win: the fixed fields plus 42 per range. */
