@@ -2,10 +2,10 @@
 #
 # hotcount container image: a build stage with Debian 12's toolchain and -dev packages, and a
 # runtime stage with only the shared libraries the binary links. As on a developer's machine
-# (tools/install-deps, HC_DEPS=debian-testing), librdkafka and hiredis are built in the build
-# stage from Debian testing's source packages (librdkafka 2.14, hiredis 1.2) and copied into the
-# runtime stage; the rest are Debian 12's (libpq 15, libmicrohttpd 0.9.75, jansson, SQLite,
-# jemalloc).
+# (tools/install-deps, HC_DEPS=debian-testing), librdkafka, hiredis and libmicrohttpd are built
+# in the build stage from Debian testing's source packages (librdkafka 2.14, hiredis 1.2,
+# libmicrohttpd 1.0) and copied into the runtime stage; the rest are Debian 12's (libpq 15,
+# jansson, SQLite, jemalloc).
 #
 #   docker build -t hotcount:local .
 #   docker run --rm hotcount:local config            # every configuration key
@@ -24,12 +24,12 @@ FROM debian:12 AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         build-essential cmake ninja-build pkg-config \
-        libjansson-dev libsqlite3-dev libpq-dev libcmocka-dev libjemalloc-dev libmicrohttpd-dev \
+        libjansson-dev libsqlite3-dev libpq-dev libcmocka-dev libjemalloc-dev \
         dpkg-dev libssl-dev libsasl2-dev zlib1g-dev libzstd-dev liblz4-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
-# librdkafka and hiredis from Debian testing's source packages, as tools/install-deps builds
+# librdkafka, hiredis and libmicrohttpd from Debian testing's source packages, as tools/install-deps builds
 # them (tools/debian-source: a deb-src entry for testing, apt-get source, the upstream build),
 # into /opt/hotcount; CMake links them with an rpath there.
 ENV HC_CACHE_DIR=/opt/hotcount
@@ -67,7 +67,7 @@ FROM debian:12-slim AS runtime
 # kafka.security.protocol=SSL/SASL_SSL and PostgreSQL sslmode=verify-full.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        libjansson4 libsqlite3-0 libpq5 libmicrohttpd12 libjemalloc2 \
+        libjansson4 libsqlite3-0 libpq5 libjemalloc2 \
         libssl3 libsasl2-2 libzstd1 liblz4-1 zlib1g libcurl4 \
         ca-certificates \
  && rm -rf /var/lib/apt/lists/*

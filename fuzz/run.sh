@@ -44,11 +44,20 @@ cflags=()
 libs=()
 case $target in
 http)
-    srcs=(src/serve/serve_parse.c src/core/event.c src/core/err.c src/base/clock.c src/base/log.c
-          src/obs/http_guard.c fuzz/fuzz_http.c)
+    srcs=(src/serve/serve_parse.c src/core/event.c src/core/siphash.c src/core/err.c
+          src/base/clock.c src/base/log.c src/obs/http_guard.c fuzz/fuzz_http.c)
     includes=(-Iinclude/core -Iinclude/base -Iinclude/obs -Iinclude/serve)
+    # The libmicrohttpd CMake links: with HC_DEPS=debian-testing (tools/install-deps) Debian
+    # testing's 1.0 from the cache when the system's is older.
+    mhd_prefix=''
+    if [ "${HC_DEPS:-debian-testing}" != system ] &&
+        ! pkg-config --atleast-version=1.0 libmicrohttpd 2>/dev/null; then
+        mhd_prefix=$(tools/debian-source --prefix libmicrohttpd)
+    fi
+    [ -z "$mhd_prefix" ] || export PKG_CONFIG_PATH=$mhd_prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
     read -r -a cflags <<<"$(pkg-config --cflags libmicrohttpd)"
     read -r -a libs <<<"$(pkg-config --libs libmicrohttpd)"
+    [ -z "$mhd_prefix" ] || libs+=("-Wl,-rpath,$mhd_prefix/lib")
     max_len=4096
     ;;
 pack)

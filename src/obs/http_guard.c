@@ -266,15 +266,19 @@ void hc_http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_
         }
         return;
     }
-    const union MHD_ConnectionInfo *fd_info =
+    /* Each answer read before the next call: libmicrohttpd 1.0 returns one scratch union per
+     * connection for both, so the address's answer overwrote the descriptor's (0.9.75 pointed
+     * into the connection instead), and the sweeper shut down whatever descriptor number the
+     * address pointer's low bytes made. */
+    const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    const union MHD_ConnectionInfo *addr_info =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!fd_info) {
+    if (!info) {
         return;
     }
+    const MHD_socket fd = info->connect_fd;
+    info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     unsigned char key[16];
-    size_t key_len = addr_key(addr_info ? addr_info->client_addr : NULL, key);
+    size_t key_len = addr_key(info ? info->client_addr : NULL, key);
     pthread_mutex_lock(&g->lock);
     conn_rec_t *r = NULL;
     size_t free_ip = SIZE_MAX;
@@ -291,7 +295,7 @@ void hc_http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_
     }
     if (!r || (ip == SIZE_MAX && free_ip == SIZE_MAX)) {
         /* Admitted by two workers at once past the slack: not kept. */
-        shutdown(fd_info->connect_fd, SHUT_RDWR);
+        shutdown(fd, SHUT_RDWR);
         g->refused++;
         pthread_mutex_unlock(&g->lock);
         return;
@@ -308,7 +312,7 @@ void hc_http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_
     r->cut = false;
     r->ip = ip;
     r->reserved = g->live >= g->lim.max_connections;
-    r->fd = fd_info->connect_fd;
+    r->fd = fd;
     r->started_ms = now;
     r->deadline_ms = now + (r->reserved ? g->lim.reserve_timeout_ms : g->lim.request_timeout_ms);
     g->open++;
@@ -331,6 +335,23 @@ void hc_http_guard_request_done(hc_http_guard_t *g, struct MHD_Connection *conn)
             hc_now_ms() + (r->reserved ? g->lim.reserve_timeout_ms : g->lim.request_timeout_ms);
     }
     pthread_mutex_unlock(&g->lock);
+}
+
+struct MHD_OptionItem *hc_http_guard_mhd_options(void)
+{
+    /* Level 1: "stricter", RFC 9110/9112 to the letter, the level libmicrohttpd recommends for
+     * loaded public servers. Level 2 and 3 refuse what the RFCs tell servers to accept (an empty
+     * line before a request, whitespace in chunk extensions); 0, the default, accepts two
+     * equal Content-Lengths, Content-Length with chunked, Transfer-Encoding in HTTP/1.0, folded
+     * header lines, bare LF line ends and whitespace inside the request target. MHD reads the array
+     * during MHD_start_daemon only; it is never written. */
+    static struct MHD_OptionItem opts[] = {
+#if MHD_VERSION >= 0x00097701
+        {MHD_OPTION_CLIENT_DISCIPLINE_LVL, 1, NULL},
+#endif
+        {MHD_OPTION_END, 0, NULL},
+    };
+    return opts;
 }
 
 unsigned hc_http_framing_verdict(const char *const *cl, size_t cl_count, int has_te,

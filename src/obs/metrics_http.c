@@ -192,7 +192,7 @@ hc_err_t hc_metrics_http_start_limits(const char *listen_addr, hc_metrics_t *m, 
         MHD_OPTION_CONNECTION_LIMIT, hc_http_guard_mhd_limit(http->guard, 1),
         MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION,
         hc_http_guard_notify, http->guard, MHD_OPTION_NOTIFY_COMPLETED, on_completed, http,
-        MHD_OPTION_END);
+        MHD_OPTION_ARRAY, hc_http_guard_mhd_options(), MHD_OPTION_END);
     if (!http->daemon) {
         /* libmicrohttpd closes the socket on most of its failure paths but not all, and says
          * not which: leaving it open at worst leaks one descriptor on a fatal path, where

@@ -815,6 +815,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     return ret;
 }
 
+/* serve's own libmicrohttpd options, past the guard's. A %00 in the path: libmicrohttpd 1.0
+ * refuses it with 400 unless told otherwise, because a handler reading the decoded url as a C
+ * string would see it cut short. handle() never reads that url: it parses the raw target on_uri
+ * keeps (hc_serve_parse_uri), which refuses a post id holding a control byte (%00 to %1F alike)
+ * with 404, as serve did on 0.9.75. Value 1 hands handle() a NULL url then, never a cut one. */
+static struct MHD_OptionItem serve_mhd_options[] = {
+#if MHD_VERSION >= 0x01000201
+    {MHD_OPTION_ALLOW_BIN_ZERO_IN_URI_PATH, 1, NULL},
+#endif
+    {MHD_OPTION_END, 0, NULL},
+};
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     (void)cls;
@@ -837,6 +849,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         return;
     }
     hc_http_guard_request_done(srv->guard, conn);
+    if (!req->answered && toe == MHD_REQUEST_TERMINATED_WITH_ERROR) {
+        /* libmicrohttpd answered it itself, before handle() saw it: a request its strict parsing
+         * refuses (hc_http_guard_mhd_options: an HTTP/1.1 request without Host, an ambiguous
+         * length, a folded header line). Counted by the status it queued, as ours are. */
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+        if (info) {
+            count_status(srv, info->http_status);
+        }
+    }
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         hc_histogram_observe(&srv->latency, seconds_since(&req->start));
     }
@@ -966,7 +988,8 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
         hc_http_guard_mhd_limit(srv->guard, (unsigned)cfg->serve_threads),
         MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION,
         hc_http_guard_notify, srv->guard, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_ARRAY,
+        hc_http_guard_mhd_options(), MHD_OPTION_ARRAY, serve_mhd_options, MHD_OPTION_END);
     if (!srv->daemon) {
         hc_errstr_set(errstr, errstr_size, "serve.listen: %s: the HTTP server did not start",
                       cfg->serve_listen);

@@ -387,11 +387,11 @@ static void stop_and_restart_on_the_same_port(void **state)
     int port = hc_metrics_http_port(http);
     /* localhost may resolve to ::1 first; ask on whichever family answers */
     static reply_t rep;
-    bool v4 =
-        http_exchange(AF_INET, port, "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", &rep);
+    static const char req[] =
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    bool v4 = http_exchange(AF_INET, port, req, &rep);
     if (!v4) {
-        assert_true(http_exchange(AF_INET6, port,
-                                  "GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", &rep));
+        assert_true(http_exchange(AF_INET6, port, req, &rep));
     }
     assert_int_equal(rep.status, 200);
     hc_metrics_http_stop(http);
@@ -609,6 +609,57 @@ static void ambiguous_framing_is_400_and_closes(void **state)
     assert_int_equal(rep.status, 200);
 }
 
+#if MHD_VERSION >= 0x00097701
+/* libmicrohttpd's strict parsing (hc_http_guard_mhd_options): what no client of the endpoint
+ * sends is answered 400 by libmicrohttpd itself, the connection closed, and the request behind it
+ * never answered; what the clients do send is served. */
+static void strict_parsing_refuses_what_clients_never_send(void **state)
+{
+    fixture_t *fx = *state;
+    static const char smuggled[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char *const refused[] = {
+        /* RFC 9112 3.2: an HTTP/1.1 request without Host is a 400 */
+        "GET /healthz HTTP/1.1\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+        /* Transfer-Encoding in HTTP/1.0 (RFC 9112 6.1) */
+        "GET /healthz HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        /* a folded line hiding a Transfer-Encoding from a front proxy */
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n Transfer-Encoding: chunked\r\n\r\n"
+        "0\r\n\r\n",
+        /* bare LF line ends */
+        "GET /healthz HTTP/1.1\nHost: x\nContent-Length: 0\n\n",
+        /* a header line without a colon */
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding chunked\r\n\r\n",
+        /* whitespace inside the request target */
+        "GET /healthz HTTP/1.1 HTTP/1.1\r\nHost: x\r\n\r\n",
+    };
+    static reply_t rep;
+    char req[512];
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        snprintf(req, sizeof(req), "%s%s", refused[i], smuggled);
+        /* http_exchange reads until the server closes: it returns only because it does */
+        assert_true(http_exchange(AF_INET, fx->port, req, &rep));
+        print_message("refused %zu: %.40s\n", i, rep.raw);
+        assert_int_equal(rep.status, 400);
+        assert_null(strstr(rep.raw, "hotcount_up"));
+    }
+    /* What the endpoint's clients send: Prometheus, curl and the kubelet's httpGet probe (Go's
+     * net/http) HTTP/1.1 with Host; hotcount's own hot-key scrape and the image's healthcheck
+     * HTTP/1.0, with or without Host. */
+    static const char *const served[] = {
+        "GET /healthz HTTP/1.1\r\nHost: 10.0.0.7:9464\r\nUser-Agent: kube-probe/1.31\r\n"
+        "Accept: */*\r\nConnection: close\r\n\r\n",
+        "GET /healthz HTTP/1.0\r\nAccept: text/plain\r\n\r\n",
+        "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1:9464\r\nConnection: close\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof(served) / sizeof(served[0]); i++) {
+        assert_true(http_exchange(AF_INET, fx->port, served[i], &rep));
+        assert_int_equal(rep.status, 200);
+        assert_string_equal(rep.body, "ok\n");
+    }
+}
+#endif
+
 static void framing_verdicts(void **state)
 {
     (void)state;
@@ -723,6 +774,10 @@ int main(void)
         cmocka_unit_test(trickling_request_is_cut_at_its_deadline),
         cmocka_unit_test(probes_get_in_while_slow_clients_hold_every_slot),
         cmocka_unit_test_setup_teardown(ambiguous_framing_is_400_and_closes, setup, teardown),
+#if MHD_VERSION >= 0x00097701
+        cmocka_unit_test_setup_teardown(strict_parsing_refuses_what_clients_never_send, setup,
+                                        teardown),
+#endif
         cmocka_unit_test(framing_verdicts),
         cmocka_unit_test(scrape_has_a_whole_answer_deadline),
     };

@@ -21,12 +21,24 @@
  *     that is not a plain number is answered 400 with Connection: close before any body byte is
  *     read, so a smuggled second request is never parsed.
  *
- * libmicrohttpd 0.9.75 has no whole-request deadline (its timeout is an idle timeout) and
- * accepts both Transfer-Encoding and Content-Length, hence this module. Use: hc_http_guard_new,
- * then pass hc_http_guard_accept / hc_http_guard_notify with the guard as their cls to
- * MHD_start_daemon (the apc argument, MHD_OPTION_NOTIFY_CONNECTION) with
- * MHD_OPTION_CONNECTION_LIMIT hc_http_guard_mhd_limit(); call hc_http_guard_request_done from
- * MHD_OPTION_NOTIFY_COMPLETED; stop the daemon, then hc_http_guard_destroy. Thread-safe. */
+ *   - strict parsing by libmicrohttpd itself (hc_http_guard_mhd_options, libmicrohttpd >= 1.0:
+ *     MHD_OPTION_CLIENT_DISCIPLINE_LVL 1): two Content-Lengths, Content-Length with
+ *     Transfer-Encoding, Transfer-Encoding in HTTP/1.0, a folded or colon-less header line, bare
+ *     LF line ends, whitespace in the request target, and an HTTP/1.1 request without Host
+ *     (RFC 9112 section 3.2: "MUST respond with a 400") are answered 400 by libmicrohttpd,
+ *     connection closed, before the handler runs. Every HTTP/1.1 client of these endpoints sends
+ *     Host (Prometheus, curl, the kubelet's httpGet probes and any Go net/http client, whose
+ *     HTTP/1.1 writer always sends one); an HTTP/1.0 request needs none (hotcount's own hot-key
+ *     scrape, deploy/docker/hotcount-healthcheck's form) and is served.
+ *
+ * libmicrohttpd has no whole-request deadline (its timeout is an idle timeout), and 0.9.75
+ * (Debian 12's, HC_DEPS=system, where hc_http_guard_mhd_options is empty) accepts both
+ * Transfer-Encoding and Content-Length, hence this module. Use: hc_http_guard_new, then pass
+ * hc_http_guard_accept / hc_http_guard_notify with the guard as their cls to MHD_start_daemon
+ * (the apc argument, MHD_OPTION_NOTIFY_CONNECTION) with MHD_OPTION_CONNECTION_LIMIT
+ * hc_http_guard_mhd_limit() and MHD_OPTION_ARRAY hc_http_guard_mhd_options(); call
+ * hc_http_guard_request_done from MHD_OPTION_NOTIFY_COMPLETED; stop the daemon, then
+ * hc_http_guard_destroy. Thread-safe. */
 #ifndef HOTCOUNT_HTTP_GUARD_H
 #define HOTCOUNT_HTTP_GUARD_H
 
@@ -66,6 +78,10 @@ void hc_http_guard_destroy(hc_http_guard_t *g);
 /* The value for MHD_OPTION_CONNECTION_LIMIT: above the guard's own limits, which are the real
  * ones (MHD splits its limit over a thread pool's workers). */
 unsigned hc_http_guard_mhd_limit(const hc_http_guard_t *g, unsigned threads);
+
+/* The value for MHD_OPTION_ARRAY: libmicrohttpd's strict request parsing (above), the same for
+ * every listener; empty before libmicrohttpd 0.9.77. Static; never freed. */
+struct MHD_OptionItem *hc_http_guard_mhd_options(void);
 
 enum MHD_Result hc_http_guard_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
 void hc_http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
