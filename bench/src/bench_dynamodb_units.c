@@ -8,12 +8,12 @@
  * unlikes, optionally a celebrity post bursting to C likes/s) at R events/s of event time. They
  * are cut into windows of F ms of event time, each summed per post as stage 1 and stage 2 do,
  * and each window is applied as one stage-2 batch (one partition's offsets moving) through
- * the real DynamoDB store, whose requests are what is counted: the store's counters
- * (src/store/store_dynamodb.h) price every request it sends by DynamoDB's published rules,
- * and sum what the server reports in ConsumedCapacity (an emulator may report nothing). The
- * naive baseline is one standard UpdateItem per event: ceil(item size / 1 KB) units each,
- * the same rule. At the end a Scan checks that the table holds exactly the sums applied (a
- * cheap wrong answer is no result) -- its reads are not counted.
+ * the real DynamoDB store, whose requests are what is counted: the store's cost meter
+ * (src/store/testing/store_testing.h, started right after the open) prices every request it sends
+ * by DynamoDB's published rules, and sum what the server reports in ConsumedCapacity (an emulator
+ * may report nothing). The naive baseline is one standard UpdateItem per event: ceil(item size / 1
+ * KB) units each, the same rule. At the end a Scan checks that the table holds exactly the sums
+ * applied (a cheap wrong answer is no result) -- its reads are not counted.
  *
  * Prints one JSON line. The store's URI names a table prefix of its own (the caller makes one
  * per run and drops the tables after). */
@@ -27,7 +27,7 @@
 #include "hotcount/config.h"
 #include "hotcount/event.h"
 #include "hotcount/store.h"
-#include "store_dynamodb.h"
+#include "store_testing.h"
 #include "workload.h"
 
 typedef struct like {
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
     if (hc_config_init(&cfg, hc_store_facts()) != HC_OK ||
         hc_config_set(&cfg, "store", uri, errstr, sizeof(errstr)) != HC_OK ||
         (err = hc_store_open(&cfg, &st, errstr, sizeof(errstr))) != HC_OK ||
-        strcmp(hc_store_kind(st), "dynamodb") != 0 ||
+        strcmp(hc_store_kind(st), "dynamodb") != 0 || hc_store_dynamodb_meter(st) != HC_OK ||
         hc_store_init_schema(st, errstr, sizeof(errstr)) != HC_OK) {
         fprintf(stderr, "bench_dynamodb_units: store: %s\n", errstr);
         return 1;

@@ -90,7 +90,7 @@ MUTATIONS = [
     ("Dockerfile: build stage runs tests", "Dockerfile", "--target hotcount \\",
      "--target hotcount && ctest --test-dir build \\", None),
     (".dockerignore drops src/", ".dockerignore", "!src/\n", "", None),
-    (".dockerignore drops one source", ".dockerignore", "**/*.db\n", "**/*.db\nsrc/store/store_pgsql.c\n", None),
+    (".dockerignore drops one source", ".dockerignore", "**/*.db\n", "**/*.db\nsrc/store/pgsql/pgsql.c\n", None),
 ]
 
 

@@ -2,7 +2,7 @@
  * named by HC_TEST_STORE_URI (tests/integration/with-store.sh dynamodb: moto's server, an
  * emulator). Unset is a failure, not a skip.
  *
- * The fault seam of src/store/store_dynamodb.h cuts batches into small parts (3 deltas) and
+ * The fault seam of src/store/testing/store_testing.h cuts batches into small parts (3 deltas) and
  * breaks into the protocol: a crash between parts, a stale owner whose part goes out after a new
  * owner finished the batch, a part sent twice. Each test checks every count and the offset
  * afterwards: each delta counted exactly once, the offset moved only with the whole batch. */
@@ -26,7 +26,7 @@
 
 #include "hotcount/config.h"
 #include "hotcount/store.h"
-#include "store_dynamodb.h"
+#include "store_testing.h"
 
 #define TOPIC "likes.partials"
 #define NPOSTS 10 /* 4 parts of 3, 3, 3 and 1 */

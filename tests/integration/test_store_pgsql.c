@@ -82,6 +82,7 @@ static void config_for(hc_config_t *cfg, char *uri)
     memset(cfg, 0, sizeof(*cfg));
     cfg->store = uri;
     cfg->store_redis_prefix = redis_prefix;
+    cfg->stores = hc_store_facts(); /* for a hand-run hc_timeouts_derive: the backends' bounds */
 }
 
 static void open_store(fixture_t *fx, const char *schema, const char *extra_options,

@@ -48,6 +48,28 @@ must_not_link() { # probe symbol
     fi
 }
 
+# The test-only library (src/store/testing/: hc_store_testing) and the HC_TEST_ switches stay out
+# of the product: none of its functions in the binary, no HC_TEST_ string in it.
+test_code_in() { # binary: prints what it finds
+    nm "$1" | grep -o -w -e 'hc_store_dynamodb_set_test_hooks' -e 'hc_store_dynamodb_test_peek' \
+        -e 'hc_store_dynamodb_meter' -e 'hc_store_dynamodb_usage' | sort -u
+    strings "$1" | grep -o 'HC_TEST_[A-Z_]*' | sort -u
+}
+
+must_hold_no_test_code() { # binary
+    local found
+    found=$(test_code_in "$1")
+    if [ ! -x "$1" ]; then
+        echo "FAIL $1: no such program"
+        fails=$((fails + 1))
+    elif [ -n "$found" ]; then
+        echo "FAIL $1 holds test-only code: $(echo $found)"
+        fails=$((fails + 1))
+    else
+        echo "ok   $(basename "$1"): no test-only function, no HC_TEST_ switch"
+    fi
+}
+
 must_build() { # probe why
     if build_probe "$1"; then
         echo "ok   $1: builds ($2)"
@@ -67,6 +89,13 @@ must_not_link core_calls_rdkafka rd_kafka_version
 must_build stage_includes_below "stage sees kafka.h, store.h and stage.h"
 must_build mutant_core_sees_kafka "the core probe compiles once hc_kafka is linked: the check can fail"
 must_build mutant_core_links_rdkafka "the core probe links once librdkafka is added: the check can fail"
+must_hold_no_test_code "$build/hotcount"
+if build_probe mutant_product_links_testing &&
+    [ -n "$(test_code_in "$build/tests/layers/layers_mutant_product_links_testing")" ]; then
+    echo "ok   mutant_product_links_testing: its test-only code is found (the check can fail)"
+else
+    fail "mutant_product_links_testing: did not build, or its test-only code went unseen"
+fi
 
 if [ "$fails" -ne 0 ]; then
     echo "$fails layer check(s) failed"

@@ -1,32 +1,20 @@
-/* Layer: store. Private to the DynamoDB backend, its tests and its benchmark: the fault seam that
- * the multi-part protocol's tests use (tests/integration/test_store_dynamodb.c), and the
- * handle's request and capacity-unit counters (bench/src/bench_dynamodb_units.c). Nothing in
- * the product calls it; a handle without hooks behaves as if this header did not exist.
- * See docs/DYNAMODB.md for the protocol these hooks break into and for the cost rules. */
-#ifndef HOTCOUNT_STORE_DYNAMODB_H
-#define HOTCOUNT_STORE_DYNAMODB_H
+/* Test-only (the library hc_store_testing, src/store/testing/): what the tests and the
+ * benchmark plug into a store handle, and never the product, which does not link this library
+ * (tests/layers proves hotcount holds none of it). Today the DynamoDB backend's: the fault hooks
+ * that the multi-part protocol's tests use (tests/integration/test_store_dynamodb.c), a peek at
+ * its tables, and the cost meter that prices each request (bench/src/bench_dynamodb_units.c).
+ * A backend's instrumentation goes here, behind a seam of its own (dynamodb/ddb_seam.h), so
+ * that the backend itself holds no test switch. See docs/DYNAMODB.md for the protocol these
+ * hooks break into and for the cost rules. */
+#ifndef HOTCOUNT_STORE_TESTING_H
+#define HOTCOUNT_STORE_TESTING_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ddb_seam.h" /* hc_ddb_test_hooks_t */
 #include "hotcount/store.h"
-
-typedef struct hc_ddb_test_hooks {
-    /* Deltas per part of a split batch; 0: the default (98, the most one transaction holds
-     * beside the progress marker and the staged part's delete). */
-    size_t part_deltas;
-    /* > 0: after this many part transactions of one apply have landed, the apply stops as if
-     * the process died there (no finish, no clean-up) and returns HC_ERR_TRANSIENT. */
-    long crash_after_parts;
-    /* Every part transaction that lands is sent a second time, byte for byte (same
-     * ClientRequestToken), as a client does whose reply was lost. */
-    bool resend_parts;
-    /* Called before each part transaction is sent (part = its index), e.g. to let another
-     * handle finish the batch first. */
-    void (*before_part)(void *opaque, size_t part);
-    void *opaque;
-} hc_ddb_test_hooks_t;
 
 /* Sets (or, with NULL, clears) st's hooks; st must be a DynamoDB store. Borrowed: *hooks must
  * outlive their use. */
@@ -61,7 +49,12 @@ typedef struct hc_ddb_usage {
     double reported_read_units;
 } hc_ddb_usage_t;
 
-/* Copies st's counters (since its open) into *out; st must be a DynamoDB store. */
+/* Starts st's cost meter (st must be a DynamoDB store, not metered yet): from now on every
+ * answered request is priced and counted. HC_ERR_FATAL only when out of memory. The meter is
+ * freed with the handle. */
+hc_err_t hc_store_dynamodb_meter(hc_store_t *st);
+
+/* Copies st's counters (since hc_store_dynamodb_meter) into *out. */
 void hc_store_dynamodb_usage(hc_store_t *st, hc_ddb_usage_t *out);
 
 #endif
