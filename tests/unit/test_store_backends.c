@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +284,36 @@ static void help_and_open_list_every_backend(void **state)
     free(text);
 }
 
+/* The README's row of the `store` key names every scheme (the docs' list, checked against the
+ * descriptors: a new backend must be documented there). */
+static void readme_names_every_scheme(void **state)
+{
+    const hc_store_facts_t *const *facts = hc_store_facts();
+    FILE *f = fopen(HC_SOURCE_DIR "/README.md", "r");
+    char *line = NULL;
+    size_t cap = 0;
+    bool found = false;
+
+    (void)state;
+    assert_non_null(f);
+    while (!found && getline(&line, &cap, f) > 0) {
+        found = strncmp(line, "| `store` |", 11) == 0;
+    }
+    fclose(f);
+    assert_true(found);
+    for (size_t i = 0; facts[i] != NULL; i++) {
+        for (const char *const *s = facts[i]->schemes; *s != NULL; s++) {
+            char quoted[64];
+
+            snprintf(quoted, sizeof(quoted), "`%s", *s);
+            if (strstr(line, quoted) == NULL) {
+                fail_msg("README's `store` row does not name %s", *s);
+            }
+        }
+    }
+    free(line);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +326,7 @@ int main(void)
         cmocka_unit_test(hand_built_config_gets_its_backends_bounds),
         cmocka_unit_test(the_base_tests_stand_in_says_what_the_backends_say),
         cmocka_unit_test_setup_teardown(help_and_open_list_every_backend, setup, teardown),
+        cmocka_unit_test(readme_names_every_scheme),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
