@@ -799,6 +799,18 @@ bool hc_kafka_may_reassign(rd_kafka_t *rk)
     return !rd_kafka_assignment_lost(rk);
 }
 
+bool hc_kafka_fatal_renewable(rd_kafka_t *rk)
+{
+    switch (rd_kafka_fatal_error(rk, NULL, 0)) {
+    case RD_KAFKA_RESP_ERR_INVALID_TXN_STATE:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID:
+    case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_ID_MAPPING:
+        return true;
+    default: /* __FENCED, PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, *_AUTHORIZATION_FAILED, ... */
+        return false;
+    }
+}
+
 hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size)
 {
     char reason[512];

@@ -31,11 +31,13 @@
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 #include "hotcount/manifest.h"
+#include "hotcount/offset.h"
 #include "hotcount/partial.h"
 #include "hotcount/partial_pack.h"
 #include "hotcount/source_check.h"
 #include "hotcount/stage.h"
 #include "hotcount/stage_loop.h"
+#include "hotcount/start_offset.h"
 #include "hotcount/table.h"
 #include "hotcount/timeouts.h"
 #include "hotcount/window.h"
@@ -93,6 +95,16 @@ struct hc_stage1 {
     int32_t pack_parts_cap;
     uint8_t *pack_buf;
     int64_t window_records; /* likes.partials records the committing window produced */
+    /* Raw partitions held paused until their start offset is known (hotcount/start_offset.h):
+     * the committed-offset read at the assignment or rewind said none while they have records,
+     * or failed. start_deferred reads again, backing off. Owned; the stage thread's. */
+    struct deferred_start {
+        int32_t partition;
+        int answers;  /* reads that said "no committed offset" */
+        int failures; /* reads that failed */
+        int64_t due_ms;
+    } * deferred;
+    size_t deferred_n, deferred_cap;
 };
 
 /* ---- the state machine ------------------------------------------------------------------- */
@@ -269,6 +281,7 @@ void hc_stage1_destroy(hc_stage1_t *s1)
     free(s1->pack_of);
     free(s1->pack_start);
     free(s1->pack_buf);
+    free(s1->deferred);
     free(s1);
 }
 
@@ -491,6 +504,14 @@ static hc_err_t txn_call(hc_stage1_t *s1, txn_call_t call,
             error = rd_kafka_abort_transaction(s1->producer, timeout);
         }
         hc_err_t err = hc_kafka_txn_error_take(s1->producer, error, errstr, errstr_size);
+        if (err == HC_ERR_FATAL && hc_kafka_fatal_renewable(s1->producer)) {
+            /* The transaction's outcome is as unknown as after a commit whose retries ran out,
+             * and the cure is the same: a new producer (RENEWING), whose new epoch aborts
+             * what this one left open; then the rewind reads the committed offsets. A
+             * stage-1 process frozen past its session met it at its abort (RELIABILITY.md, F4). */
+            hc_log(HC_LOG_WARN, s1->loop.name, "the producer is unusable, not fenced: %s", errstr);
+            return HC_ERR_TRANSIENT;
+        }
         if (err != HC_ERR_TRANSIENT || hc_now_ms() >= give_up_at) {
             return err;
         }
@@ -787,6 +808,177 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
     return err;
 }
 
+/* ---- where a raw partition starts (hotcount/start_offset.h) ------------------------------- */
+
+static struct deferred_start *deferred_find(hc_stage1_t *s1, int32_t partition)
+{
+    for (size_t i = 0; i < s1->deferred_n; i++) {
+        if (s1->deferred[i].partition == partition) {
+            return &s1->deferred[i];
+        }
+    }
+    return NULL;
+}
+
+static void deferred_drop(hc_stage1_t *s1, int32_t partition)
+{
+    struct deferred_start *d = deferred_find(s1, partition);
+    if (d) {
+        *d = s1->deferred[--s1->deferred_n];
+    }
+}
+
+/* Holds `partition` paused until start_deferred knows where it starts; answers: how many reads
+ * said "no committed offset" so far. The caller has paused it. */
+static hc_err_t defer_start(hc_stage1_t *s1, int32_t partition, int answers, char *errstr,
+                            size_t errstr_size)
+{
+    struct deferred_start *d = deferred_find(s1, partition);
+    if (!d) {
+        if (s1->deferred_n == s1->deferred_cap) {
+            size_t cap = s1->deferred_cap ? 2 * s1->deferred_cap : 16;
+            struct deferred_start *grown = realloc(s1->deferred, cap * sizeof(*grown));
+            if (!grown) {
+                hc_errstr_set(errstr, errstr_size, "out of memory");
+                return HC_ERR_FATAL;
+            }
+            s1->deferred = grown;
+            s1->deferred_cap = cap;
+        }
+        d = &s1->deferred[s1->deferred_n++];
+    }
+    *d = (struct deferred_start){.partition = partition, .answers = answers, .due_ms = hc_now_ms()};
+    return HC_OK;
+}
+
+/* Starts the partitions of `list` whose committed offset was read (list's offsets, errors per
+ * partition, rerr for the whole read) and is known: each element's offset is set to where it
+ * starts. The others (none committed, or the read failed) are paused at the first offset and
+ * deferred. The caller has assigned or sought the list. */
+static hc_err_t hold_unknown_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *list,
+                                    rd_kafka_resp_err_t rerr, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *held = rd_kafka_topic_partition_list_new(list->cnt);
+    hc_err_t err = HC_OK;
+    for (int i = 0; i < list->cnt && err == HC_OK; i++) {
+        rd_kafka_topic_partition_t *tp = &list->elems[i];
+        if (!rerr && !tp->err && tp->offset >= 0) {
+            continue;
+        }
+        bool said_none = !rerr && !tp->err;
+        tp->offset = RD_KAFKA_OFFSET_BEGINNING; /* a placeholder: paused, it fetches nothing */
+        tp->err = RD_KAFKA_RESP_ERR_NO_ERROR;
+        rd_kafka_topic_partition_list_add(held, tp->topic, tp->partition);
+        err = defer_start(s1, tp->partition, said_none ? 1 : 0, errstr, errstr_size);
+    }
+    if (held->cnt > 0) {
+        rd_kafka_pause_partitions(s1->loop.consumer, held);
+    }
+    rd_kafka_topic_partition_list_destroy(held);
+    return err;
+}
+
+/* Partitions given to stage 1 start at their committed offsets, read here rather than by the
+ * consumer, so that an answer of "none" for a partition with records is asked again before
+ * the partition is read from its first record (hotcount/start_offset.h). Such partitions are
+ * assigned paused and started by start_deferred. */
+static hc_err_t on_assign(void *stage, rd_kafka_t *consumer,
+                          const rd_kafka_topic_partition_list_t *partitions, char *errstr,
+                          size_t errstr_size)
+{
+    hc_stage1_t *s1 = stage;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_copy(partitions);
+    rd_kafka_resp_err_t rerr =
+        rd_kafka_committed(consumer, list, (int)s1->cfg->timeouts.committed_read_ms);
+    hc_stage_loop_beat(&s1->loop);
+    rd_kafka_topic_partition_list_t *unknown = rd_kafka_topic_partition_list_copy(list);
+    for (int i = 0; i < list->cnt; i++) {
+        if (rerr || list->elems[i].err || list->elems[i].offset < 0) {
+            list->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING; /* paused right after */
+            list->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+    }
+    hc_err_t err = hc_kafka_assign_add(consumer, list, errstr, errstr_size);
+    if (err == HC_OK) {
+        err = hold_unknown_starts(s1, unknown, rerr, errstr, errstr_size);
+    }
+    rd_kafka_topic_partition_list_destroy(unknown);
+    rd_kafka_topic_partition_list_destroy(list);
+    return err;
+}
+
+/* Decides, for each deferred partition that is due, where it starts, and starts it there: its
+ * committed offset read again and the partition's first and end offsets (start_offset.h). Waits
+ * while a window commits or rewinds (the rewind defers what it cannot place itself). */
+static hc_err_t start_deferred(hc_stage1_t *s1, int64_t now, char *errstr, size_t errstr_size)
+{
+    if (s1->state != HC_STAGE1_IDLE && s1->state != HC_STAGE1_OPEN) {
+        return HC_OK;
+    }
+    const hc_timeouts_t *t = &s1->cfg->timeouts;
+    for (size_t i = 0; i < s1->deferred_n;) {
+        struct deferred_start *d = &s1->deferred[i];
+        if (d->due_ms > now) {
+            i++;
+            continue;
+        }
+        int32_t p = d->partition;
+        rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(list, s1->cfg->topic_raw, p);
+        rd_kafka_resp_err_t rerr =
+            rd_kafka_committed(s1->loop.consumer, list, (int)t->committed_read_ms);
+        if (!rerr) {
+            rerr = list->elems[0].err;
+        }
+        int64_t low = 0, high = 0;
+        if (!rerr) {
+            rerr = rd_kafka_query_watermark_offsets(s1->loop.consumer, s1->cfg->topic_raw, p, &low,
+                                                    &high, (int)t->committed_read_ms);
+        }
+        hc_stage_loop_beat(&s1->loop);
+        if (rerr) {
+            hc_log(HC_LOG_WARN, s1->loop.name, "where %s/%" PRId32 " starts: %s; asking again",
+                   s1->cfg->topic_raw, p, rd_kafka_err2str(rerr));
+            d->due_ms = now + hc_timeouts_backoff_ms(t, d->failures++);
+            rd_kafka_topic_partition_list_destroy(list);
+            i++;
+            continue;
+        }
+        int64_t committed = list->elems[0].offset >= 0 ? list->elems[0].offset : HC_OFFSET_NONE;
+        int answers = d->answers + (committed == HC_OFFSET_NONE);
+        hc_start_decision_t how =
+            hc_start_decide(committed, low, high, answers, t->committed_read_attempts);
+        if (how == HC_START_ASK_AGAIN) {
+            d->answers = answers;
+            d->due_ms = now + hc_timeouts_backoff_ms(t, answers - 1);
+            rd_kafka_topic_partition_list_destroy(list);
+            i++;
+            continue;
+        }
+        /* a found offset after a "none", and records skipped or gone, are worth a warning */
+        bool odd = how != HC_START_FIRST || (answers > 0 && committed != HC_OFFSET_NONE);
+        hc_log_event(odd ? HC_LOG_WARN : HC_LOG_INFO, s1->loop.name, "start_offset",
+                     HC_LOG_STR("topic", s1->cfg->topic_raw), HC_LOG_INT("partition", p),
+                     HC_LOG_STR("start", hc_start_decision_name(how)),
+                     HC_LOG_INT("committed_offset", committed == HC_OFFSET_NONE ? -1 : committed),
+                     HC_LOG_INT("log_start", low), HC_LOG_INT("log_end", high),
+                     HC_LOG_INT("answers_none", answers));
+        list->elems[0].offset = how == HC_START_COMMITTED ? committed : RD_KAFKA_OFFSET_BEGINNING;
+        hc_stage_loop_forget_list(&s1->loop, list);
+        hc_err_t err = hc_kafka_reposition(s1->loop.consumer, list, (int)t->committed_read_ms,
+                                           errstr, errstr_size);
+        if (err == HC_OK) {
+            rd_kafka_resume_partitions(s1->loop.consumer, list);
+        }
+        rd_kafka_topic_partition_list_destroy(list);
+        if (err != HC_OK) {
+            return err;
+        }
+        *d = s1->deferred[--s1->deferred_n]; /* i now holds the last one: look at it */
+    }
+    return HC_OK;
+}
+
 /* Rewinds every assigned partition to its committed offset (hc_kafka_reposition: a seek, under
  * either protocol; the eager one re-assigned while librdkafka 2.0.2's seek timeout was broken).
  * HC_ERR_TRANSIENT when the assignment is lost (hc_kafka_may_reassign): the rewind waits for
@@ -809,10 +1001,15 @@ static hc_err_t rewind_consumer(hc_stage1_t *s1, char *errstr, size_t errstr_siz
     for (int attempt = 0; assigned->cnt > 0; attempt++) {
         rerr = rd_kafka_committed(consumer, assigned, (int)t->committed_read_ms);
         if (!rerr) {
+            /* a partition the read found nothing for (or failed on) waits paused, as at an
+             * assignment: its "none" is asked again before it is read from its first record */
+            err = hold_unknown_starts(s1, assigned, rerr, errstr, errstr_size);
             /* what the loop holds was fetched from past the aborted window */
             hc_stage_loop_forget_list(&s1->loop, assigned);
-            err = hc_kafka_reposition(consumer, assigned, (int)t->committed_read_ms, errstr,
-                                      errstr_size);
+            if (err == HC_OK) {
+                err = hc_kafka_reposition(consumer, assigned, (int)t->committed_read_ms, errstr,
+                                          errstr_size);
+            }
             break;
         }
         if (attempt + 1 >= t->committed_read_attempts) {
@@ -1082,6 +1279,9 @@ static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *pa
     } else if (s1->state == HC_STAGE1_OPEN) {
         err = close_window(s1, errstr, errstr_size);
     }
+    for (int i = 0; i < partitions->cnt; i++) {
+        deferred_drop(s1, partitions->elems[i].partition); /* the next owner reads its start */
+    }
     bool some_stay = hc_stage_loop_assigned(&s1->loop) > partitions->cnt;
     if (err == HC_OK && some_stay && s1->state == HC_STAGE1_REWINDING) {
         return HC_OK;
@@ -1092,7 +1292,11 @@ static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *pa
 static int64_t on_due_ms(void *stage)
 {
     const hc_stage1_t *s1 = stage;
-    return s1->state == HC_STAGE1_OPEN ? s1->window_due_ms : INT64_MAX;
+    int64_t due = s1->state == HC_STAGE1_OPEN ? s1->window_due_ms : INT64_MAX;
+    for (size_t i = 0; i < s1->deferred_n; i++) {
+        due = s1->deferred[i].due_ms < due ? s1->deferred[i].due_ms : due;
+    }
+    return due;
 }
 
 /* After every poll: a due window is closed, an aborted one rewound. */
@@ -1105,6 +1309,12 @@ static hc_err_t on_tick(void *stage, int64_t now_ms, bool idle, char *errstr, si
     }
     if (s1->state == HC_STAGE1_OPEN && now_ms >= s1->window_due_ms) {
         return close_window(s1, errstr, errstr_size);
+    }
+    if (s1->deferred_n > 0) {
+        hc_err_t err = start_deferred(s1, now_ms, errstr, errstr_size);
+        if (err != HC_OK) {
+            return err;
+        }
     }
     if (s1->state == HC_STAGE1_REWINDING) {
         return act(s1, HC_STAGE1_REWIND, rewind_consumer(s1, errstr, errstr_size), errstr,
@@ -1141,6 +1351,10 @@ static hc_err_t on_recover(void *stage, int32_t partition, char *why, size_t why
         hc_errstr_set(why, why_size, "in the open window, which commits within flush.ms");
         return HC_ERR_TRANSIENT;
     }
+    if (deferred_find(s1, partition)) {
+        hc_errstr_set(why, why_size, "paused until its committed offset is read again");
+        return HC_ERR_TRANSIENT;
+    }
     if (!hc_kafka_may_reassign(s1->loop.consumer)) {
         hc_errstr_set(why, why_size, "assignment lost");
         return HC_ERR_TRANSIENT;
@@ -1173,11 +1387,14 @@ static void on_describe(void *stage, int32_t partition, char *buf, size_t size)
 {
     hc_stage1_t *s1 = stage;
     snprintf(buf, size, "%s%s", hc_stage1_state_name(s1->state),
-             hc_manifest_range(&s1->win, partition) ? ", in the window" : "");
+             deferred_find(s1, partition)             ? ", paused until its start is known"
+             : hc_manifest_range(&s1->win, partition) ? ", in the window"
+                                                      : "");
 }
 
 static const hc_stage_loop_ops_t stage1_ops = {
     .start = on_start,
+    .assign = on_assign,
     .revoke = on_revoke,
     .due_ms = on_due_ms,
     .message = on_message,

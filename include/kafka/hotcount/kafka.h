@@ -89,6 +89,13 @@ hc_err_t hc_kafka_txn_error_take(rd_kafka_t *producer, rd_kafka_error_t *error, 
  * MSG_SIZE_TOO_LARGE. Any thread. */
 int64_t hc_kafka_max_message_bytes(rd_kafka_t *rk);
 
+/* True when the transactional producer rk has a fatal error that says its transaction is in a
+ * state the coordinator no longer accepts (INVALID_TXN_STATE, the producer id unknown or its
+ * mapping gone), not that another producer took its transactional.id (fenced) or that it is
+ * refused for good (authorization, configuration): a new producer with the same id recovers,
+ * and its init_transactions settles what the old one left open. Any thread. */
+bool hc_kafka_fatal_renewable(rd_kafka_t *rk);
+
 /* rd_kafka_fatal_error() as an hc_err_t: HC_ERR_FATAL with the reason, or HC_OK. */
 hc_err_t hc_kafka_fatal_check(rd_kafka_t *rk, char *errstr, size_t errstr_size);
 
