@@ -1,7 +1,9 @@
 /* The plug-in seam behind store.h: each backend states what it is in one descriptor
  * (hc_store_backend_t: its facts and its ops table), embeds hc_store_t as the first member of
- * its handle, and is listed once in store.c's HC_STORE_BACKENDS. Only src/store/ and a test's
- * own store (tests/support/fake_store.c, opened with hc_store_open_ops) include this file. */
+ * its handle, and is listed once in HC_STORE_BACKENDS below. Only src/store/ (the test-only
+ * testing/ too), the store layer's own unit tests (test_store_backends, test_store_util) and a
+ * test's own store (tests/support/fake_store.c, opened with hc_store_open_ops) include this
+ * file; tests/layers proves a layer above cannot. */
 #ifndef HOTCOUNT_STORE_IMPL_H
 #define HOTCOUNT_STORE_IMPL_H
 

@@ -11,10 +11,6 @@
 #include "store_impl.h"
 #include "store_util.h"
 
-#include "ddb_seam.h"
-#include "hotcount/clock.h"
-#include "hotcount/log.h"
-#include "hotcount/timeouts.h"
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+
+#include "ddb_seam.h"
+#include "hotcount/clock.h"
+#include "hotcount/log.h"
+#include "hotcount/timeouts.h"
 
 #define DDB_URI_PREFIX "dynamodb://"
 #define DDB_URI_FORM "dynamodb://REGION[/PREFIX][?endpoint=URL&profile=NAME]"

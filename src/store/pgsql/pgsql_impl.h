@@ -9,8 +9,6 @@
 #include "store_impl.h"
 #include "store_util.h"
 
-#include "hotcount/log.h"
-#include "hotcount/timeouts.h"
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "hotcount/log.h"
+#include "hotcount/timeouts.h"
 
 /* Type OIDs of the binary parameters and results. They are fixed in PostgreSQL's catalog and
  * have never changed; the server headers that name them are not a client dependency. */

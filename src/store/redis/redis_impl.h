@@ -8,8 +8,6 @@
 #include "store_impl.h"
 #include "store_util.h"
 
-#include "hotcount/clock.h"
-#include "hotcount/timeouts.h"
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -20,6 +18,9 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/time.h>
+
+#include "hotcount/clock.h"
+#include "hotcount/timeouts.h"
 
 /* the commit script, compiled in from commit.lua (CMakeLists.txt, web/embed.cmake) */
 extern const unsigned char hc_store_redis_commit_lua[];
