@@ -145,6 +145,9 @@ static const key_def_t keys[] = {
     KEY_S("partials.format", partials_format, "packed", check_partials_format,
           "stage 1's likes.partials records: packed (many posts a record) or single (one post "
           "a record, JSON)"),
+    KEY_S("partials.auth.key.file", partials_auth_key_file, "", NULL,
+          "file of the keys that sign partials (HMAC-SHA256; stage 1 signs, stage 2 dead-letters "
+          "an unsigned or mis-signed partial); empty: off"),
     /* 1 MiB is about Kafka's default message.max.bytes; a like event is a few hundred bytes. */
     KEY_I64("event.max.bytes", event_max_bytes, "4096", 64, 1048576, NULL,
             "larger raw messages go to the dead-letter topic"),

@@ -46,6 +46,7 @@ static const char *const all_keys[] = {
     "salts",
     "max.keys",
     "partials.format",
+    "partials.auth.key.file",
     "event.max.bytes",
     "store",
     "store.redis.prefix",

@@ -58,6 +58,9 @@ typedef struct hc_config {
     int32_t salts;
     int64_t max_keys;
     char *partials_format; /* "packed" (default) or "single" (docs/FORMATS.md, "Partials") */
+    /* "" = off: partials are not signed nor checked (docs/FORMATS.md, "Authenticated
+     * partials"); else the key file's path (core/partial_auth.h), read when a stage starts */
+    char *partials_auth_key_file;
     int64_t event_max_bytes;
     char *store;
     char *store_redis_prefix;
