@@ -225,19 +225,26 @@ static void hand_built_config_gets_its_backends_bounds(void **state)
     assert_int_equal(t->store_connect_ms, 10000);
 }
 
-/* The base tests' stand-in must not drift from what it stands for. */
+/* The base tests' stand-in must not drift from what it stands for: each of its entries says what
+ * the real backend of that name says (a new backend needs no entry there). */
 static void the_base_tests_stand_in_says_what_the_backends_say(void **state)
 {
     const hc_store_facts_t *const *facts = hc_store_facts();
     static const int64_t keys[] = {1, 99, 100, 101, 9999, 10000, 10001, 65536, 65537, 1000000};
 
     (void)state;
-    assert_int_equal(count_facts(stub_stores), count_facts(facts));
-    for (size_t i = 0; facts[i] != NULL; i++) {
-        const hc_store_facts_t *real = facts[i];
+    for (size_t i = 0; stub_stores[i] != NULL; i++) {
         const hc_store_facts_t *stub = stub_stores[i];
+        const hc_store_facts_t *real = NULL;
 
-        assert_string_equal(stub->name, real->name);
+        for (size_t j = 0; facts[j] != NULL; j++) {
+            if (strcmp(facts[j]->name, stub->name) == 0) {
+                real = facts[j];
+            }
+        }
+        if (real == NULL) {
+            fail_msg("the stand-in's %s is no backend of this build", stub->name);
+        }
         assert_string_equal(stub->title, real->title);
         assert_string_equal(stub->uri_form, real->uri_form);
         assert_int_equal(stub->takes_password_file, real->takes_password_file);
