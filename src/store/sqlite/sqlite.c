@@ -30,34 +30,8 @@
  * starts from the same state. Even a COMMIT that fails ambiguously is safe to retry: if it did
  * land, the retry's compare-and-set fails with HC_ERR_CONFLICT and nothing is counted twice.
  * Anything else (corrupt file, wrong schema, out of memory) is HC_ERR_FATAL. */
-#include "store_impl.h"
 
-#include <sqlite3.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-
-#define SQLITE_URI_PREFIX "sqlite:"
-
-enum stmt_id {
-    STMT_BEGIN_READ,
-    STMT_BEGIN_WRITE,
-    STMT_COMMIT,
-    STMT_ROLLBACK,
-    STMT_OFFSET_GET,
-    STMT_OFFSET_PUT,
-    STMT_COUNT_ADD,
-    STMT_COUNT_GET,
-    STMT_COUNT_TOP,
-    STMT_COUNT_ALL,
-    STMT_COUNT_, /* number of statements */
-};
-
-/* The statements that need no tables come first: open prepares them unconditionally. */
-#define STMT_FIRST_SCHEMA STMT_OFFSET_GET
+#include "sqlite_impl.h"
 
 static const char *const stmt_sql[STMT_COUNT_] = {
     [STMT_BEGIN_READ] = "BEGIN DEFERRED",
@@ -99,15 +73,7 @@ static const char schema_sql[] = "BEGIN IMMEDIATE;"
                                  ") WITHOUT ROWID;"
                                  "COMMIT;";
 
-typedef struct sqlite_store {
-    hc_store_t base; /* first: store.c only sees this */
-    sqlite3 *db;     /* owned */
-    /* owned; the schema statements stay NULL until the tables exist (see ensure_prepared) */
-    sqlite3_stmt *stmt[STMT_COUNT_];
-    bool prepared; /* every statement is ready */
-} sqlite_store_t;
-
-static sqlite_store_t *sqlite_store(hc_store_t *st)
+sqlite_store_t *sqlite_store(hc_store_t *st)
 {
     return (sqlite_store_t *)st;
 }
@@ -128,7 +94,7 @@ static hc_err_t err_class(int rc)
 
 /* Reports a failed SQLite call. Call it before anything else touches the connection: the next
  * call (a ROLLBACK included) replaces sqlite3_errmsg. */
-static hc_err_t sql_fail(sqlite_store_t *sst, int rc, const char *what, char *errstr,
+hc_err_t sqlite_sql_fail(sqlite_store_t *sst, int rc, const char *what, char *errstr,
                          size_t errstr_size)
 {
     hc_errstr_set(errstr, errstr_size, "sqlite store: %s: %s (%s)", what,
@@ -138,14 +104,14 @@ static hc_err_t sql_fail(sqlite_store_t *sst, int rc, const char *what, char *er
 
 /* Reset and unbind at once: bindings are SQLITE_STATIC pointers into the caller's memory, which
  * must not outlive the call that lent them. */
-static void stmt_done(sqlite3_stmt *stmt)
+void sqlite_stmt_done(sqlite3_stmt *stmt)
 {
     sqlite3_reset(stmt);
     sqlite3_clear_bindings(stmt);
 }
 
 /* Runs a statement that returns no rows (BEGIN, COMMIT, an upsert). */
-static hc_err_t stmt_exec(sqlite_store_t *sst, enum stmt_id id, const char *what, char *errstr,
+hc_err_t sqlite_stmt_exec(sqlite_store_t *sst, enum stmt_id id, const char *what, char *errstr,
                           size_t errstr_size)
 {
     sqlite3_stmt *stmt = sst->stmt[id];
@@ -154,15 +120,15 @@ static hc_err_t stmt_exec(sqlite_store_t *sst, enum stmt_id id, const char *what
 
     rc = sqlite3_step(stmt);
     if (rc != SQLITE_DONE) {
-        err = sql_fail(sst, rc, what, errstr, errstr_size);
+        err = sqlite_sql_fail(sst, rc, what, errstr, errstr_size);
     }
-    stmt_done(stmt);
+    sqlite_stmt_done(stmt);
     return err;
 }
 
 /* Ends a transaction that failed. Keeps the caller's error unless the rollback fails too and
  * leaves the transaction open: then the handle is unusable and the caller must know. */
-static hc_err_t rollback(sqlite_store_t *sst, hc_err_t err, char *errstr, size_t errstr_size)
+hc_err_t sqlite_rollback(sqlite_store_t *sst, hc_err_t err, char *errstr, size_t errstr_size)
 {
     int rc;
 
@@ -204,7 +170,7 @@ static hc_err_t prepare_range(sqlite_store_t *sst, enum stmt_id first, enum stmt
         }
         if (rc != SQLITE_OK) {
             sst->stmt[id] = NULL;
-            return sql_fail(sst, rc, "preparing a statement", errstr, errstr_size);
+            return sqlite_sql_fail(sst, rc, "preparing a statement", errstr, errstr_size);
         }
     }
     return HC_OK;
@@ -214,7 +180,7 @@ static hc_err_t prepare_range(sqlite_store_t *sst, enum stmt_id first, enum stmt
  * prepared at open when the schema is already there, else by init_schema, else by the first call
  * that needs them (another handle may have created the schema meanwhile). Either way each is
  * prepared once per handle and then reused. */
-static hc_err_t ensure_prepared(sqlite_store_t *sst, char *errstr, size_t errstr_size)
+hc_err_t sqlite_ensure_prepared(sqlite_store_t *sst, char *errstr, size_t errstr_size)
 {
     hc_err_t err;
 
@@ -243,7 +209,7 @@ static hc_err_t schema_exists(sqlite_store_t *sst, bool *exists, char *errstr, s
         rc = sqlite3_step(stmt);
     }
     if (rc != SQLITE_ROW) {
-        err = sql_fail(sst, rc, "reading the schema", errstr, errstr_size);
+        err = sqlite_sql_fail(sst, rc, "reading the schema", errstr, errstr_size);
         goto out_finalize;
     }
     *exists = sqlite3_column_int(stmt, 0) == 2;
@@ -282,7 +248,7 @@ static hc_err_t pragma_text(sqlite_store_t *sst, const char *sql, char *buf, siz
         rc = sqlite3_step(stmt);
     }
     if (rc != SQLITE_ROW) {
-        err = sql_fail(sst, rc, sql, errstr, errstr_size);
+        err = sqlite_sql_fail(sst, rc, sql, errstr, errstr_size);
         goto out_finalize;
     }
     text = sqlite3_column_text(stmt, 0);
@@ -351,7 +317,7 @@ static hc_err_t sqlite_open(const hc_config_t *cfg, hc_store_t **stp, char *errs
     /* See the file comment: durable enough, because data and offsets commit together. */
     rc = sqlite3_exec(sst->db, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        err = sql_fail(sst, rc, "PRAGMA synchronous", errstr, errstr_size);
+        err = sqlite_sql_fail(sst, rc, "PRAGMA synchronous", errstr, errstr_size);
         goto fail_close;
     }
 
@@ -364,7 +330,7 @@ static hc_err_t sqlite_open(const hc_config_t *cfg, hc_store_t **stp, char *errs
         goto fail_close;
     }
     if (exists) {
-        err = ensure_prepared(sst, errstr, errstr_size);
+        err = sqlite_ensure_prepared(sst, errstr, errstr_size);
         if (err != HC_OK) {
             goto fail_close;
         }
@@ -385,331 +351,10 @@ static hc_err_t sqlite_init_schema(hc_store_t *st, char *errstr, size_t errstr_s
 
     rc = sqlite3_exec(sst->db, schema_sql, NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        err = sql_fail(sst, rc, "creating the schema", errstr, errstr_size);
-        return rollback(sst, err, errstr, errstr_size);
+        err = sqlite_sql_fail(sst, rc, "creating the schema", errstr, errstr_size);
+        return sqlite_rollback(sst, err, errstr, errstr_size);
     }
-    return ensure_prepared(sst, errstr, errstr_size);
-}
-
-/* Reads one partition's stored next_offset inside the caller's transaction. */
-static hc_err_t offset_get(sqlite_store_t *sst, const char *group, const char *topic,
-                           int32_t partition, int64_t *offset_out, char *errstr, size_t errstr_size)
-{
-    sqlite3_stmt *stmt = sst->stmt[STMT_OFFSET_GET];
-    hc_err_t err = HC_OK;
-    int rc;
-
-    sqlite3_bind_text(stmt, 1, group, -1, SQLITE_STATIC);
-    sqlite3_bind_text(stmt, 2, topic, -1, SQLITE_STATIC);
-    sqlite3_bind_int(stmt, 3, partition);
-    rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW) {
-        *offset_out = sqlite3_column_int64(stmt, 0);
-    } else if (rc == SQLITE_DONE) {
-        *offset_out = HC_OFFSET_NONE;
-    } else {
-        err = sql_fail(sst, rc, "reading an offset", errstr, errstr_size);
-    }
-    stmt_done(stmt);
-    return err;
-}
-
-static hc_err_t sqlite_read_offsets(hc_store_t *st, const char *group, const char *topic,
-                                    const int32_t *partitions, size_t count, int64_t *offsets_out,
-                                    char *errstr, size_t errstr_size)
-{
-    sqlite_store_t *sst = sqlite_store(st);
-    hc_err_t err;
-    size_t i;
-
-    err = ensure_prepared(sst, errstr, errstr_size);
-    if (err != HC_OK) {
-        return err;
-    }
-    /* One snapshot for all partitions: a batch committing meanwhile shows up whole or not at
-     * all. */
-    err = stmt_exec(sst, STMT_BEGIN_READ, "begin", errstr, errstr_size);
-    if (err != HC_OK) {
-        return err;
-    }
-    for (i = 0; i < count; i++) {
-        err = offset_get(sst, group, topic, partitions[i], &offsets_out[i], errstr, errstr_size);
-        if (err != HC_OK) {
-            goto fail_rollback;
-        }
-    }
-    err = stmt_exec(sst, STMT_COMMIT, "commit", errstr, errstr_size);
-    if (err != HC_OK) {
-        goto fail_rollback;
-    }
-    return HC_OK;
-
-fail_rollback:
-    return rollback(sst, err, errstr, errstr_size);
-}
-
-static void format_offset(char *buf, size_t buf_size, int64_t offset)
-{
-    if (offset == HC_OFFSET_NONE) {
-        snprintf(buf, buf_size, "none");
-    } else {
-        snprintf(buf, buf_size, "%lld", (long long)offset);
-    }
-}
-
-static hc_err_t sqlite_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
-                             size_t errstr_size)
-{
-    sqlite_store_t *sst = sqlite_store(st);
-    const hc_store_offset_t *off;
-    const hc_store_delta_t *d;
-    sqlite3_stmt *stmt;
-    char stored_buf[24];
-    char expected_buf[24];
-    int64_t stored;
-    hc_err_t err;
-    size_t i;
-    int rc;
-
-    err = ensure_prepared(sst, errstr, errstr_size);
-    if (err != HC_OK) {
-        return err;
-    }
-    /* IMMEDIATE takes the write lock now, before the offsets are read: the compare-and-set
-     * below then reads the latest commit and no other handle can commit until we are done. A
-     * deferred BEGIN would read an older snapshot and fail later with SQLITE_BUSY_SNAPSHOT. */
-    err = stmt_exec(sst, STMT_BEGIN_WRITE, "begin", errstr, errstr_size);
-    if (err != HC_OK) {
-        return err;
-    }
-
-    /* Every check before the first write, so a lost race has nothing to undo but the lock. */
-    for (i = 0; i < batch->offset_count; i++) {
-        off = &batch->offsets[i];
-        err = offset_get(sst, batch->group, batch->topic, off->partition, &stored, errstr,
-                         errstr_size);
-        if (err != HC_OK) {
-            goto fail_rollback;
-        }
-        if (stored != off->expected) {
-            format_offset(stored_buf, sizeof(stored_buf), stored);
-            format_offset(expected_buf, sizeof(expected_buf), off->expected);
-            hc_errstr_set(errstr, errstr_size,
-                          "sqlite store: offset conflict on %s/%d (group %s): stored "
-                          "next_offset %s, batch expected %s",
-                          batch->topic, (int)off->partition, batch->group, stored_buf,
-                          expected_buf);
-            err = HC_ERR_CONFLICT;
-            goto fail_rollback;
-        }
-    }
-
-    stmt = sst->stmt[STMT_COUNT_ADD];
-    for (i = 0; i < batch->delta_count; i++) {
-        d = &batch->deltas[i];
-        sqlite3_bind_text(stmt, 1, d->post_id, (int)d->post_id_len, SQLITE_STATIC);
-        sqlite3_bind_int64(stmt, 2, d->delta);
-        sqlite3_bind_int64(stmt, 3, batch->now_ms);
-        /* one row back (the new total), then done */
-        rc = sqlite3_step(stmt);
-        if (rc == SQLITE_ROW) {
-            /* SQLite turns an integer sum that leaves int64 into a REAL: the count would lose
-             * its exactness and every later delta with it, so the batch is refused instead. */
-            if (sqlite3_column_type(stmt, 0) != SQLITE_INTEGER) {
-                stmt_done(stmt);
-                hc_errstr_set(errstr, errstr_size,
-                              "sqlite store: delta %zu (%lld) would take the count of post "
-                              "\"%.*s\" past int64; nothing was written",
-                              i, (long long)d->delta,
-                              d->post_id_len > 300 ? 300 : (int)d->post_id_len, d->post_id);
-                if (batch->refused_out) {
-                    *batch->refused_out = i;
-                }
-                err = HC_ERR_RECORD;
-                goto fail_rollback;
-            }
-            if (batch->totals_out) {
-                batch->totals_out[i] = sqlite3_column_int64(stmt, 0);
-            }
-            rc = sqlite3_step(stmt);
-        }
-        stmt_done(stmt);
-        if (rc != SQLITE_DONE) {
-            err = sql_fail(sst, rc, "adding a delta", errstr, errstr_size);
-            goto fail_rollback;
-        }
-    }
-
-    stmt = sst->stmt[STMT_OFFSET_PUT];
-    for (i = 0; i < batch->offset_count; i++) {
-        off = &batch->offsets[i];
-        sqlite3_bind_text(stmt, 1, batch->group, -1, SQLITE_STATIC);
-        sqlite3_bind_text(stmt, 2, batch->topic, -1, SQLITE_STATIC);
-        sqlite3_bind_int(stmt, 3, off->partition);
-        sqlite3_bind_int64(stmt, 4, off->next);
-        err = stmt_exec(sst, STMT_OFFSET_PUT, "moving an offset", errstr, errstr_size);
-        if (err != HC_OK) {
-            goto fail_rollback;
-        }
-    }
-
-    err = stmt_exec(sst, STMT_COMMIT, "commit", errstr, errstr_size);
-    if (err != HC_OK) {
-        goto fail_rollback;
-    }
-    return HC_OK;
-
-fail_rollback:
-    return rollback(sst, err, errstr, errstr_size);
-}
-
-static hc_err_t sqlite_get(hc_store_t *st, const char *const *post_ids, const size_t *post_id_lens,
-                           size_t count, int64_t *likes_out, char *errstr, size_t errstr_size)
-{
-    sqlite_store_t *sst = sqlite_store(st);
-    sqlite3_stmt *stmt;
-    hc_err_t err;
-    size_t i;
-    int rc;
-
-    err = ensure_prepared(sst, errstr, errstr_size);
-    if (err != HC_OK) {
-        return err;
-    }
-    /* One snapshot, so that the counts printed together were true together. */
-    err = stmt_exec(sst, STMT_BEGIN_READ, "begin", errstr, errstr_size);
-    if (err != HC_OK) {
-        return err;
-    }
-    stmt = sst->stmt[STMT_COUNT_GET];
-    for (i = 0; i < count; i++) {
-        /* An id longer than any stored one simply is not found: 0, like any unknown post. */
-        sqlite3_bind_text(stmt, 1, post_ids[i],
-                          post_id_lens[i] > HC_POST_ID_MAX + 1 ? HC_POST_ID_MAX + 1
-                                                               : (int)post_id_lens[i],
-                          SQLITE_STATIC);
-        rc = sqlite3_step(stmt);
-        if (rc == SQLITE_ROW) {
-            likes_out[i] = sqlite3_column_int64(stmt, 0);
-        } else if (rc == SQLITE_DONE) {
-            likes_out[i] = 0;
-        } else {
-            err = sql_fail(sst, rc, "reading a count", errstr, errstr_size);
-            stmt_done(stmt);
-            goto fail_rollback;
-        }
-        stmt_done(stmt);
-    }
-    err = stmt_exec(sst, STMT_COMMIT, "commit", errstr, errstr_size);
-    if (err != HC_OK) {
-        goto fail_rollback;
-    }
-    return HC_OK;
-
-fail_rollback:
-    return rollback(sst, err, errstr, errstr_size);
-}
-
-/* Column 0 of a counts row as post id bytes. Only ids that hc_store_apply could have written
- * (1..HC_POST_ID_MAX bytes) fit an hc_store_row_t; anything else was written behind our back. */
-static hc_err_t row_post_id(sqlite_store_t *sst, sqlite3_stmt *stmt, const char **id_out,
-                            size_t *len_out, char *errstr, size_t errstr_size)
-{
-    const unsigned char *id = sqlite3_column_text(stmt, 0);
-    int len = sqlite3_column_bytes(stmt, 0);
-
-    if (id == NULL) {
-        if (sqlite3_errcode(sst->db) == SQLITE_NOMEM) {
-            hc_errstr_set(errstr, errstr_size, "sqlite store: out of memory");
-        } else {
-            hc_errstr_set(errstr, errstr_size, "sqlite store: hotcount_counts has a NULL post_id");
-        }
-        return HC_ERR_FATAL;
-    }
-    if (len <= 0 || len > HC_POST_ID_MAX) {
-        hc_errstr_set(errstr, errstr_size,
-                      "sqlite store: hotcount_counts has a post_id of %d bytes (allowed 1..%d)",
-                      len, HC_POST_ID_MAX);
-        return HC_ERR_FATAL;
-    }
-    *id_out = (const char *)id;
-    *len_out = (size_t)len;
-    return HC_OK;
-}
-
-static hc_err_t sqlite_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t *count_out,
-                           char *errstr, size_t errstr_size)
-{
-    sqlite_store_t *sst = sqlite_store(st);
-    sqlite3_stmt *stmt;
-    const char *id;
-    size_t id_len;
-    size_t count = 0;
-    hc_err_t err;
-    int rc = SQLITE_DONE;
-
-    err = ensure_prepared(sst, errstr, errstr_size);
-    if (err != HC_OK) {
-        return err;
-    }
-    stmt = sst->stmt[STMT_COUNT_TOP];
-    sqlite3_bind_int64(stmt, 1, n > (size_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)n);
-    while (count < n && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        err = row_post_id(sst, stmt, &id, &id_len, errstr, errstr_size);
-        if (err != HC_OK) {
-            goto out_reset;
-        }
-        memcpy(rows_out[count].post_id, id, id_len);
-        rows_out[count].post_id[id_len] = '\0';
-        rows_out[count].post_id_len = id_len;
-        rows_out[count].likes = sqlite3_column_int64(stmt, 1);
-        count++;
-    }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        err = sql_fail(sst, rc, "reading the top counts", errstr, errstr_size);
-        goto out_reset;
-    }
-    *count_out = count;
-
-out_reset:
-    stmt_done(stmt);
-    return err;
-}
-
-static hc_err_t sqlite_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, char *errstr,
-                               size_t errstr_size)
-{
-    sqlite_store_t *sst = sqlite_store(st);
-    sqlite3_stmt *stmt;
-    const char *id;
-    size_t id_len;
-    hc_err_t err;
-    int rc;
-
-    err = ensure_prepared(sst, errstr, errstr_size);
-    if (err != HC_OK) {
-        return err;
-    }
-    /* One statement is one snapshot: fn sees the counts as of one commit, and stage 2 keeps
-     * committing meanwhile (WAL readers do not block the writer). */
-    stmt = sst->stmt[STMT_COUNT_ALL];
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        err = row_post_id(sst, stmt, &id, &id_len, errstr, errstr_size);
-        if (err != HC_OK) {
-            goto out_reset;
-        }
-        if (!fn(id, id_len, sqlite3_column_int64(stmt, 1), opaque)) {
-            rc = SQLITE_DONE;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE) {
-        err = sql_fail(sst, rc, "reading the counts", errstr, errstr_size);
-    }
-
-out_reset:
-    stmt_done(stmt);
-    return err;
+    return sqlite_ensure_prepared(sst, errstr, errstr_size);
 }
 
 /* The database file's device and inode: a restore, or a delete and a new file, under the same
