@@ -22,13 +22,16 @@
 struct hc_changelog {
     const hc_config_t *cfg;
     char name[160];
-    rd_kafka_t *producer; /* owned */
+    char txn_id[300];     /* <group.stage2>-counts-<instance>: the producer's transactional.id */
+    rd_kafka_t *producer; /* owned, transactional */
+    bool ready;           /* init_transactions done on this producer */
+    bool fenced;          /* another process took txn_id: this one publishes nothing more */
     int64_t outstanding;  /* records produced, delivery not yet reported */
     bool failed;          /* a record was not delivered since the last repair */
     bool taken_over;      /* partitions were assigned since the last repair */
     int64_t repair_at_ms; /* hc_now_ms() before which no repair is due (after a failed one) */
     int repair_failures;  /* failed repairs in a row: the back-off's attempt */
-    int64_t *marks;       /* owned, by partition: offset to commit once delivered, or -1 */
+    int64_t *marks;       /* owned, by partition: the mark last committed or read, or -1 */
     int32_t marks_cap;
 };
 
@@ -46,8 +49,8 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaqu
     }
 }
 
-hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, hc_changelog_t **clp,
-                          char *errstr, size_t errstr_size)
+hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, const char *instance_id,
+                          hc_changelog_t **clp, char *errstr, size_t errstr_size)
 {
     *clp = NULL;
     if (!cfg->topic_counts[0]) {
@@ -60,8 +63,9 @@ hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, hc_changelog
     }
     cl->cfg = cfg;
     snprintf(cl->name, sizeof(cl->name), "%s", name);
-    hc_kafka_opts_t opts = {.dr_msg_cb = dr_msg_cb, .opaque = cl};
-    cl->producer = hc_kafka_new(cfg, HC_KAFKA_ROLE_PRODUCER, &opts, errstr, errstr_size);
+    snprintf(cl->txn_id, sizeof(cl->txn_id), "%s-counts-%s", cfg->group_stage2, instance_id);
+    hc_kafka_opts_t opts = {.dr_msg_cb = dr_msg_cb, .opaque = cl, .transactional_id = cl->txn_id};
+    cl->producer = hc_kafka_new(cfg, HC_KAFKA_ROLE_TXN_PRODUCER, &opts, errstr, errstr_size);
     if (!cl->producer) {
         free(cl);
         return HC_ERR_INVALID;
@@ -76,9 +80,9 @@ hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, hc_changelog
 static void renew_producer(hc_changelog_t *cl, const char *why)
 {
     char errstr[512];
-    hc_kafka_opts_t opts = {.dr_msg_cb = dr_msg_cb, .opaque = cl};
+    hc_kafka_opts_t opts = {.dr_msg_cb = dr_msg_cb, .opaque = cl, .transactional_id = cl->txn_id};
     rd_kafka_t *fresh =
-        hc_kafka_new(cl->cfg, HC_KAFKA_ROLE_PRODUCER, &opts, errstr, sizeof(errstr));
+        hc_kafka_new(cl->cfg, HC_KAFKA_ROLE_TXN_PRODUCER, &opts, errstr, sizeof(errstr));
     if (!fresh) {
         hc_log(HC_LOG_ERROR, cl->name, "changelog: a new producer (%s): %s", why, errstr);
         return;
@@ -87,17 +91,130 @@ static void renew_producer(hc_changelog_t *cl, const char *why)
            cl->outstanding);
     rd_kafka_t *old = cl->producer;
     cl->producer = fresh;
+    /* nothing of it may count: an open transaction is aborted by the new one's init */
+    rd_kafka_purge(old, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     rd_kafka_destroy(old);
+    cl->ready = false;
     cl->outstanding = 0;
     cl->failed = true;
 }
 
+/* A fatal error: fenced (another process with this instance.id took the transactional id; a
+ * new producer would take it back, and the two would fence each other in turn) stops this
+ * process's changelog, anything else gets a new producer. */
 static void renew_if_fatal(hc_changelog_t *cl)
 {
     char reason[256];
-    if (rd_kafka_fatal_error(cl->producer, reason, sizeof(reason)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        renew_producer(cl, reason);
+    rd_kafka_resp_err_t err = rd_kafka_fatal_error(cl->producer, reason, sizeof(reason));
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR || cl->fenced) {
+        return;
     }
+    if (err == RD_KAFKA_RESP_ERR__FENCED || err == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+        err == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH) {
+        hc_log(HC_LOG_ERROR, cl->name,
+               "changelog: %s; another process runs with this instance.id, so this one "
+               "publishes no more totals (its store writes are fenced by the store's offsets)",
+               reason);
+        cl->fenced = true;
+        cl->failed = true;
+        return;
+    }
+    renew_producer(cl, reason);
+}
+
+/* init_transactions once per producer, bounded by drain_ms; false (and failed set) when it
+ * cannot be done now: the next publish tries again, the marks wait for a repair. */
+static bool ready(hc_changelog_t *cl)
+{
+    if (cl->ready || cl->fenced) {
+        return cl->ready;
+    }
+    rd_kafka_error_t *error =
+        rd_kafka_init_transactions(cl->producer, (int)cl->cfg->timeouts.drain_ms);
+    if (error) {
+        if (!cl->failed) {
+            hc_log(HC_LOG_WARN, cl->name, "changelog: init_transactions: %s; will repair",
+                   rd_kafka_error_string(error));
+        }
+        rd_kafka_error_destroy(error);
+        cl->failed = true;
+        renew_if_fatal(cl);
+        return false;
+    }
+    cl->ready = true;
+    return true;
+}
+
+/* Ends the open transaction: its records flushed first (so that every record of a transaction
+ * whose offsets the group accepted is in the log before that answer: a process frozen after
+ * it can only add a commit marker, never a late record), then `offsets` (may be NULL) sent
+ * with the consumer's group metadata, then the commit. The group coordinator refuses the
+ * offsets of a member that is no longer in the group (its generation or member epoch), which
+ * aborts the transaction: a zombie's totals never become visible (docs/RELIABILITY.md, F2).
+ * true when committed; false after an abort or a new producer (failed set). */
+static bool end_txn(hc_changelog_t *cl, rd_kafka_t *consumer,
+                    const rd_kafka_topic_partition_list_t *offsets)
+{
+    int timeout = (int)cl->cfg->timeouts.drain_ms;
+    rd_kafka_error_t *error = NULL;
+    rd_kafka_resp_err_t ferr = rd_kafka_flush(cl->producer, timeout);
+    if (ferr || cl->outstanding > 0 || cl->failed) {
+        error = rd_kafka_error_new(ferr ? ferr : RD_KAFKA_RESP_ERR__TIMED_OUT,
+                                   "changelog records not delivered");
+    }
+    if (!error && offsets && offsets->cnt > 0) {
+        rd_kafka_consumer_group_metadata_t *cgmd = rd_kafka_consumer_group_metadata(consumer);
+        error = rd_kafka_send_offsets_to_transaction(cl->producer, offsets, cgmd, timeout);
+        rd_kafka_consumer_group_metadata_destroy(cgmd);
+    }
+    if (!error) {
+        error = rd_kafka_commit_transaction(cl->producer, timeout);
+    }
+    if (!error) {
+        return true;
+    }
+    if (!cl->failed) {
+        hc_log(HC_LOG_WARN, cl->name, "changelog transaction not committed: %s; will repair",
+               rd_kafka_error_string(error));
+    }
+    cl->failed = true;
+    bool abortable = rd_kafka_error_txn_requires_abort(error) ||
+                     (!rd_kafka_error_is_fatal(error) && !rd_kafka_error_is_retriable(error));
+    rd_kafka_error_destroy(error);
+    if (abortable) {
+        error = rd_kafka_abort_transaction(cl->producer, timeout);
+        if (!error) {
+            cl->outstanding = 0;
+            return false;
+        }
+        rd_kafka_error_destroy(error);
+    }
+    renew_if_fatal(cl);
+    if (!cl->fenced && rd_kafka_fatal_error(cl->producer, NULL, 0) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        /* a commit or abort of unknown outcome: a new epoch settles it (stage 1's RENEWING) */
+        renew_producer(cl, "a changelog transaction of unknown outcome");
+    }
+    return false;
+}
+
+/* The ranges' partitions at `to` (moved) or at their marks as they stand (a partition whose
+ * mark is unknown left out): what a repair's transactions carry. NULL when empty. */
+static rd_kafka_topic_partition_list_t *
+ranges_marks(hc_changelog_t *cl, const hc_topic_range_t *ranges, size_t count, bool move)
+{
+    rd_kafka_topic_partition_list_t *list = NULL;
+    for (size_t i = 0; i < count; i++) {
+        int32_t p = ranges[i].partition;
+        int64_t at = move ? ranges[i].to : (p < cl->marks_cap ? cl->marks[p] : -1);
+        if (at < 0) {
+            continue;
+        }
+        if (!list) {
+            list = rd_kafka_topic_partition_list_new((int)count);
+        }
+        rd_kafka_topic_partition_list_add(list, cl->cfg->topic_partials, p)->offset = at;
+    }
+    return list;
 }
 
 void hc_changelog_destroy(hc_changelog_t *cl)
@@ -105,8 +222,7 @@ void hc_changelog_destroy(hc_changelog_t *cl)
     if (!cl) {
         return;
     }
-    rd_kafka_flush(cl->producer, (int)cl->cfg->timeouts.drain_ms);
-    rd_kafka_destroy(cl->producer);
+    rd_kafka_destroy(cl->producer); /* nothing is queued outside a finished transaction */
     free(cl->marks);
     free(cl);
 }
@@ -128,9 +244,7 @@ static bool mark(hc_changelog_t *cl, int32_t partition, int64_t next)
         cl->marks = grown;
         cl->marks_cap = cap;
     }
-    if (next > cl->marks[partition]) {
-        cl->marks[partition] = next;
-    }
+    cl->marks[partition] = next;
     return true;
 }
 
@@ -157,80 +271,73 @@ static bool produce(hc_changelog_t *cl, const char *id, size_t len, int64_t tota
     return true;
 }
 
-void hc_changelog_publish(hc_changelog_t *cl, const hc_store_delta_t *posts, const int64_t *totals,
-                          size_t n, int64_t as_of_ms, const hc_store_offset_t *offsets,
-                          size_t offset_count)
+void hc_changelog_publish(hc_changelog_t *cl, rd_kafka_t *consumer, const hc_store_delta_t *posts,
+                          const int64_t *totals, size_t n, int64_t as_of_ms,
+                          const hc_store_offset_t *offsets, size_t offset_count)
 {
+    renew_if_fatal(cl);
+    if (cl->failed) {
+        /* The marks stand until a repair, which republishes these posts' totals from the store
+         * anyway; trying each batch's transaction against a Kafka that just failed one would
+         * hold stage 2 for drain_ms a batch. */
+        return;
+    }
+    if (!ready(cl)) {
+        return; /* failed now: the marks wait, the next repair republishes these posts */
+    }
+    rd_kafka_error_t *error = rd_kafka_begin_transaction(cl->producer);
+    if (error) {
+        hc_log(HC_LOG_WARN, cl->name, "changelog: begin_transaction: %s; will repair",
+               rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+        cl->failed = true;
+        renew_producer(cl, "begin_transaction failed");
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         if (!produce(cl, posts[i].post_id, posts[i].post_id_len, totals[i], as_of_ms)) {
             break;
         }
     }
-    for (size_t i = 0; i < offset_count; i++) {
-        mark(cl, offsets[i].partition, offsets[i].next);
-    }
-    rd_kafka_poll(cl->producer, 0);
-}
-
-/* The pending marks as a list for commit, cleared; NULL when there are none. */
-static rd_kafka_topic_partition_list_t *take_marks(hc_changelog_t *cl)
-{
+    /* After a takeover the marks wait for the repair (moving them would skip the previous
+     * owner's lost records on the next takeover); the transaction still carries them unmoved,
+     * for the membership check. */
+    bool move = !cl->failed && !cl->taken_over;
     rd_kafka_topic_partition_list_t *list = NULL;
-    for (int32_t p = 0; p < cl->marks_cap; p++) {
-        if (cl->marks[p] >= 0) {
+    for (size_t i = 0; i < offset_count; i++) {
+        int32_t p = offsets[i].partition;
+        int64_t at = move ? offsets[i].next : (p < cl->marks_cap ? cl->marks[p] : -1);
+        if (at >= 0) { /* a partition whose mark is unknown is left out */
             if (!list) {
-                list = rd_kafka_topic_partition_list_new(8);
+                list = rd_kafka_topic_partition_list_new((int)offset_count);
             }
-            rd_kafka_topic_partition_list_add(list, cl->cfg->topic_partials, p)->offset =
-                cl->marks[p];
-            cl->marks[p] = -1;
+            rd_kafka_topic_partition_list_add(list, cl->cfg->topic_partials, p)->offset = at;
         }
     }
-    return list;
+    if (end_txn(cl, consumer, list) && move) {
+        for (size_t i = 0; i < offset_count; i++) {
+            mark(cl, offsets[i].partition, offsets[i].next);
+        }
+    }
+    if (list) {
+        rd_kafka_topic_partition_list_destroy(list);
+    }
 }
 
 void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer)
 {
+    (void)consumer; /* the marks travel in each batch's transaction */
     rd_kafka_poll(cl->producer, 0);
     renew_if_fatal(cl);
-    /* After a failure or a takeover the marks wait for a repair: committing them would skip
-     * the lost records' batch on the next takeover. */
-    if (cl->outstanding > 0 || cl->failed || cl->taken_over) {
-        return;
-    }
-    rd_kafka_topic_partition_list_t *list = take_marks(cl);
-    if (list) {
-        /* Asynchronous: a lost commit only makes the next takeover repair more. */
-        rd_kafka_commit(consumer, list, 1);
-        rd_kafka_topic_partition_list_destroy(list);
-    }
 }
 
 void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int64_t timeout_ms)
 {
-    rd_kafka_flush(cl->producer, (int)timeout_ms);
-    if (cl->outstanding > 0) {
-        /* Kafka is unreachable. Records still queued here could reach the topic after the next
-         * owner's repair and put older totals last: drop them (the marks stay, so that repair
-         * republishes their posts). */
-        renew_producer(cl, "records not delivered before the partitions were given up; the next "
-                           "owner republishes their posts");
-        return;
-    }
-    if (cl->failed || cl->taken_over) {
-        return;
-    }
-    rd_kafka_topic_partition_list_t *list = take_marks(cl);
-    if (list) {
-        rd_kafka_resp_err_t err = rd_kafka_commit(consumer, list, 0);
-        if (err) {
-            hc_log(HC_LOG_INFO, cl->name,
-                   "changelog mark not committed (%s): the next owner "
-                   "republishes a little more",
-                   rd_kafka_err2str(err));
-        }
-        rd_kafka_topic_partition_list_destroy(list);
-    }
+    (void)consumer;
+    (void)timeout_ms;
+    /* Every batch's transaction ended before its publish returned: nothing is queued that
+     * could reach the topic after the next owner's repair. */
+    rd_kafka_poll(cl->producer, 0);
 }
 
 void hc_changelog_assigned(hc_changelog_t *cl)
@@ -280,6 +387,9 @@ hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int
         }
         const rd_kafka_topic_partition_t *tp = &list->elems[i];
         int64_t from = tp->err || tp->offset < 0 ? HC_OFFSET_NONE : tp->offset;
+        if (from != HC_OFFSET_NONE) {
+            mark(cl, partitions[i], from); /* what the transactions carry until it moves */
+        }
         if (from != HC_OFFSET_NONE && from >= to) {
             continue;
         }
@@ -300,8 +410,47 @@ hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int
     return HC_OK;
 }
 
-/* Publishes the current store total of every post in tbl. */
-static hc_err_t publish_current(hc_changelog_t *cl, hc_store_t *st, const hc_table_t *tbl,
+static hc_err_t produce_current(hc_changelog_t *cl, hc_store_t *st, const hc_table_t *tbl,
+                                char *errstr, size_t errstr_size);
+
+/* Publishes the current store total of every post in tbl, in one transaction that carries the
+ * repair's marks unmoved (fence: the membership check). */
+static hc_err_t publish_current(hc_changelog_t *cl, rd_kafka_t *consumer, hc_store_t *st,
+                                const hc_table_t *tbl, const rd_kafka_topic_partition_list_t *fence,
+                                char *errstr, size_t errstr_size)
+{
+    if (!ready(cl)) {
+        hc_errstr_set(errstr, errstr_size, "the changelog producer is not ready");
+        return HC_ERR_TRANSIENT;
+    }
+    rd_kafka_error_t *error = rd_kafka_begin_transaction(cl->producer);
+    if (error) {
+        hc_errstr_set(errstr, errstr_size, "begin_transaction: %s", rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+        renew_producer(cl, "begin_transaction failed");
+        return HC_ERR_TRANSIENT;
+    }
+    hc_err_t err = produce_current(cl, st, tbl, errstr, errstr_size);
+    if (err == HC_OK) {
+        if (!end_txn(cl, consumer, fence)) {
+            hc_errstr_set(errstr, errstr_size, "republished totals not committed");
+            err = HC_ERR_TRANSIENT;
+        }
+    } else {
+        /* a store read failed mid-way: nothing of this transaction may count */
+        rd_kafka_error_t *aerr =
+            rd_kafka_abort_transaction(cl->producer, (int)cl->cfg->timeouts.drain_ms);
+        if (aerr) {
+            rd_kafka_error_destroy(aerr);
+            renew_producer(cl, "a repair's transaction not aborted");
+        }
+        cl->outstanding = 0;
+    }
+    return err;
+}
+
+/* The records of publish_current. */
+static hc_err_t produce_current(hc_changelog_t *cl, hc_store_t *st, const hc_table_t *tbl,
                                 char *errstr, size_t errstr_size)
 {
     const char *ids[REPAIR_CHUNK];
@@ -332,6 +481,8 @@ static hc_err_t publish_current(hc_changelog_t *cl, hc_store_t *st, const hc_tab
 
 typedef struct collect_ctx {
     hc_changelog_t *cl;
+    rd_kafka_t *consumer;
+    const rd_kafka_topic_partition_list_t *fence; /* the repair's marks, unmoved */
     hc_store_t *st;
     hc_table_t *tbl;
     size_t posts;          /* published so far */
@@ -345,7 +496,8 @@ static hc_err_t collect_one(collect_ctx_t *ctx, const char *post_id, size_t post
     hc_err_t err = hc_table_add(ctx->tbl, post_id, post_id_len, 0, 1, HC_TS_NONE, HC_TS_NONE);
     if (err == HC_ERR_FULL) {
         ctx->posts += hc_table_count(ctx->tbl);
-        err = publish_current(ctx->cl, ctx->st, ctx->tbl, ctx->errstr, ctx->errstr_size);
+        err = publish_current(ctx->cl, ctx->consumer, ctx->st, ctx->tbl, ctx->fence, ctx->errstr,
+                              ctx->errstr_size);
         hc_table_clear(ctx->tbl);
         if (err == HC_OK) {
             err = hc_table_add(ctx->tbl, post_id, post_id_len, 0, 1, HC_TS_NONE, HC_TS_NONE);
@@ -382,8 +534,9 @@ static hc_err_t collect_post(const rd_kafka_message_t *rkm, void *opaque)
     return collect_one(ctx, partial.post_id, partial.post_id_len);
 }
 
-hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_range_t *ranges,
-                             size_t count, char *errstr, size_t errstr_size)
+hc_err_t hc_changelog_repair(hc_changelog_t *cl, rd_kafka_t *consumer, hc_store_t *st,
+                             const hc_topic_range_t *ranges, size_t count, char *errstr,
+                             size_t errstr_size)
 {
     if (count == 0) {
         cl->taken_over = false;
@@ -392,6 +545,7 @@ hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_
         return HC_OK;
     }
     int64_t t0 = hc_now_ms();
+    rd_kafka_topic_partition_list_t *fence = NULL, *moved = NULL;
     renew_if_fatal(cl);
     cl->failed = false; /* what failed before is in these ranges */
     hc_table_t *tbl = hc_table_new(REPAIR_KEYS);
@@ -404,18 +558,27 @@ hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_
         }
         goto done;
     }
-    collect_ctx_t ctx = {cl, st, tbl, 0, pack, errstr, errstr_size};
+    fence = ranges_marks(cl, ranges, count, false);
+    moved = ranges_marks(cl, ranges, count, true);
+    collect_ctx_t ctx = {cl, consumer, fence, st, tbl, 0, pack, errstr, errstr_size};
     err = hc_topic_read_ranges_idle(reader, cl->cfg->topic_partials, ranges, count,
                                     cl->cfg->timeouts.topic_read_idle_ms, collect_post, &ctx,
                                     errstr, errstr_size);
     if (err == HC_OK) {
         ctx.posts += hc_table_count(tbl);
-        err = publish_current(cl, st, tbl, errstr, errstr_size);
+        err = publish_current(cl, consumer, st, tbl, fence, errstr, errstr_size);
     }
     if (err == HC_OK) {
-        rd_kafka_flush(cl->producer, (int)cl->cfg->timeouts.drain_ms);
-        if (cl->outstanding > 0 || cl->failed) {
-            hc_errstr_set(errstr, errstr_size, "republished totals not delivered");
+        /* every post republished: the marks move, in a transaction of their own */
+        rd_kafka_error_t *error = rd_kafka_begin_transaction(cl->producer);
+        if (error) {
+            hc_errstr_set(errstr, errstr_size, "begin_transaction: %s",
+                          rd_kafka_error_string(error));
+            rd_kafka_error_destroy(error);
+            renew_producer(cl, "begin_transaction failed");
+            err = HC_ERR_TRANSIENT;
+        } else if (!end_txn(cl, consumer, moved)) {
+            hc_errstr_set(errstr, errstr_size, "the repaired marks not committed");
             err = HC_ERR_TRANSIENT;
         }
     }
@@ -432,6 +595,12 @@ hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_
         repair_failed(cl, errstr);
     }
 done:
+    if (fence) {
+        rd_kafka_topic_partition_list_destroy(fence);
+    }
+    if (moved) {
+        rd_kafka_topic_partition_list_destroy(moved);
+    }
     if (reader) {
         rd_kafka_consumer_close(reader);
         rd_kafka_destroy(reader);

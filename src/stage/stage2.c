@@ -757,8 +757,9 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         observe_end_to_end(s2, batch.now_ms);
         hc_hotkeys_pub_window(s2->hot, s2->tbl); /* exact per-post likes of the landed window */
         if (s2->changelog) {
-            hc_changelog_publish(s2->changelog, s2->deltas, s2->totals, n, batch.now_ms,
-                                 s2->offsets, n_offsets);
+            hc_changelog_publish(s2->changelog, s2->loop.consumer, s2->deltas, s2->totals, n,
+                                 batch.now_ms, s2->offsets, n_offsets);
+            hc_stage_loop_beat(&s2->loop);
         }
         for (size_t i = 0; i < n_offsets; i++) {
             s2->parts[s2->offsets[i].partition].start = s2->offsets[i].next;
@@ -967,7 +968,8 @@ static hc_err_t repair_changelog(hc_stage2_t *s2, char *errstr, size_t errstr_si
     err = hc_changelog_ranges(s2->changelog, s2->loop.consumer, ids, stored, n, ranges, &count,
                               errstr, errstr_size);
     if (err == HC_OK) {
-        err = hc_changelog_repair(s2->changelog, s2->st, ranges, count, errstr, errstr_size);
+        err = hc_changelog_repair(s2->changelog, s2->loop.consumer, s2->st, ranges, count, errstr,
+                                  errstr_size);
     }
     hc_stage_loop_beat(&s2->loop);
     if (err == HC_ERR_TRANSIENT) {
@@ -1616,7 +1618,8 @@ hc_err_t hc_stage2_new_ops(const hc_config_t *cfg, const char *instance_id, hc_m
     if (err != HC_OK) {
         goto fail;
     }
-    err = hc_changelog_new(cfg, s2->loop.name, &s2->changelog, errstr, errstr_size);
+    err = hc_changelog_new(cfg, s2->loop.name, s2->loop.instance_id, &s2->changelog, errstr,
+                           errstr_size);
     if (err != HC_OK) {
         goto fail;
     }

@@ -14,7 +14,8 @@
 # (the ids that start with its "<group.stage1>-") is not
 #   <group.stage1>-<instance.id>   of a stage-1 instance the run started (src/stage/stage1.c), or
 #   <group.stage1>-dlq-replay      the default of `hotcount dlq replay` (src/cli/cmd_dlq.c);
-# stage 2 has no transactional producer. It also fails when a run that started a stage 1 has no
+# (stage 2's changelog producer, <group.stage2>-counts-<instance.id>, is outside that prefix).
+# It also fails when a run that started a stage 1 has no
 # id at all (the listing or the matching would be broken), or when no run was recorded.
 set -euo pipefail
 : "${HC_TEST_KAFKA_CTL:?run under tests/harness/with-servers --kafka}"

@@ -1,6 +1,15 @@
 /* Layer: stage. The counts changelog (topic.counts): after each committed store batch, stage 2
  * publishes the new total of every post the batch changed, keyed by post_id, to a compacted topic.
  *
+ * Each batch's totals are one transaction of a transactional producer
+ * (<group.stage2>-counts-<instance.id>) that also sends the batch's mark (below) as the group's
+ * offsets with the consumer's group metadata (KIP-447). The group coordinator refuses those
+ * offsets from a member that has lost its partitions (its generation or member epoch is stale),
+ * so the transaction aborts and read_committed readers never see its totals: a stage 2 frozen
+ * past its session, or cut off by a broker restart, cannot put older totals after the new
+ * owner's (docs/RELIABILITY.md, F2). The records are flushed before the offsets are sent, so a
+ * process frozen after the group accepted them can only add a commit marker, not a late record.
+ *
  * The store commit and the publish cannot be one atomic step, so a stage 2 killed between them
  * would leave the changelog behind the store for the posts of its last batches. The gap is
  * closed with stage 2's own Kafka committed offsets on topic.partials, which stage 2 does not
@@ -37,30 +46,31 @@ typedef struct hc_changelog hc_changelog_t;
  * a changelog for a long time) is cut to this, with a warning. */
 #define HC_CHANGELOG_REPAIR_MAX 2000000
 
-/* *clp is NULL (and HC_OK) when topic.counts is off. name is the stage's log area. */
-hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, hc_changelog_t **clp,
-                          char *errstr, size_t errstr_size);
+/* *clp is NULL (and HC_OK) when topic.counts is off. name is the stage's log area; instance_id
+ * names the transactional id. The producer's init_transactions waits for the first publish. */
+hc_err_t hc_changelog_new(const hc_config_t *cfg, const char *name, const char *instance_id,
+                          hc_changelog_t **clp, char *errstr, size_t errstr_size);
 
-/* Waits up to cfg->timeouts.drain_ms for the records still queued. Accepts NULL. */
+/* Nothing is queued outside a finished transaction. Accepts NULL. */
 void hc_changelog_destroy(hc_changelog_t *cl);
 
-/* After a committed store batch: queues totals[i], the total of posts[i].post_id (as of
- * as_of_ms; the deltas themselves are not used), and remembers the batch's offsets, to be
- * marked once every queued record is delivered. */
-void hc_changelog_publish(hc_changelog_t *cl, const hc_store_delta_t *posts, const int64_t *totals,
-                          size_t n, int64_t as_of_ms, const hc_store_offset_t *offsets,
-                          size_t offset_count);
+/* After a committed store batch: totals[i], the total of posts[i].post_id (as of as_of_ms; the
+ * deltas themselves are not used), in one transaction with the batch's offsets as the marks
+ * (moved only when nothing failed since the last repair and no takeover waits for one; else the
+ * marks as they stand, for the membership check). Returns when the transaction ended, each call
+ * bounded by cfg->timeouts.drain_ms: a transaction not committed (Kafka unreachable, the member
+ * fenced) leaves a repair due, and stage 2 goes on. consumer: the stage's, for the group
+ * metadata. */
+void hc_changelog_publish(hc_changelog_t *cl, rd_kafka_t *consumer, const hc_store_delta_t *posts,
+                          const int64_t *totals, size_t n, int64_t as_of_ms,
+                          const hc_store_offset_t *offsets, size_t offset_count);
 
-/* Serves delivery reports; when nothing is outstanding, nothing failed since the last mark and
- * no repair is wanted (hc_changelog_repair_due), commits the remembered offsets through consumer
- * (asynchronously). Cheap; call every loop turn. */
+/* Serves the producer's callbacks and replaces it after a fatal error (a fence stops this
+ * process's changelog instead). Cheap; call every loop turn. */
 void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer);
 
-/* Before the consumer gives partitions up: waits (up to timeout_ms) for the queued records and
- * commits the marks synchronously, so the next owner repairs as little as possible. Records not
- * delivered by then (Kafka unreachable) are dropped, their marks not committed: delivered later,
- * they could land after the next owner's repair with older totals. While a repair is wanted
- * (hc_changelog_repair_due) no mark is committed. */
+/* Before the consumer gives partitions up. Every batch's transaction ended inside its publish, so
+ * nothing is left to deliver late; kept for the callers' shape. */
 void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int64_t timeout_ms);
 
 /* Partitions were just assigned to the stage: the previous owner's last batches may be missing
@@ -81,12 +91,14 @@ hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int
                              size_t *range_count_out, char *errstr, size_t errstr_size);
 
 /* Re-reads the partials of the ranges, and publishes the current store total of every post in
- * them; returns once those records are delivered (within cfg->timeouts.drain_ms), and the repair
- * is no longer wanted. HC_ERR_TRANSIENT (Kafka or the store is down, or a record was not
+ * them (transactions carrying the marks unmoved, then one moving them to the ranges' ends: the
+ * same membership check as a batch's); returns once those are committed, and the repair is no
+ * longer wanted. HC_ERR_TRANSIENT (Kafka or the store is down, or a record was not
  * delivered): nothing is lost; hc_changelog_repair_due turns true again after a back-off
  * (cfg->timeouts, growing with each failure). An empty range list repairs nothing and succeeds:
  * every assigned partition's changelog is complete. */
-hc_err_t hc_changelog_repair(hc_changelog_t *cl, hc_store_t *st, const hc_topic_range_t *ranges,
-                             size_t count, char *errstr, size_t errstr_size);
+hc_err_t hc_changelog_repair(hc_changelog_t *cl, rd_kafka_t *consumer, hc_store_t *st,
+                             const hc_topic_range_t *ranges, size_t count, char *errstr,
+                             size_t errstr_size);
 
 #endif
