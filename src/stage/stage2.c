@@ -1373,8 +1373,15 @@ static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *err
          * record: every post of a packed record shares its window's header. */
         reason = hc_source_check(s2->src, rkm->partition, src_hdr, src_len, why, sizeof(why));
     }
-    if (reason == HC_PARTIAL_OK && s2->state == HC_STAGE2_OPEN && !has_room(s2, n)) {
-        /* the window first, so that the record joins the next one whole */
+    int64_t events = 0;
+    if (reason == HC_PARTIAL_OK && s2->state == HC_STAGE2_OPEN &&
+        (!has_room(s2, n) || (hc_table_count(s2->tbl) > 0 &&
+                              overflow_check(s2, n, &events, NULL, 0) != HC_PARTIAL_OK))) {
+        /* The window first, so that the record joins the next one whole: when it has no room,
+         * and when the record would take the window's event total or a post's sum past int64
+         * (issue 25, item 2: one legal record with events 2^63 - 1 voided the rest of its
+         * window before, every later record dead-lettered partial_overflow). Only a record that
+         * overflows an empty window is dead-lettered (overflow_check below). */
         hc_err_t outcome;
         hc_err_t err;
         if ((err = step(s2, HC_STAGE2_EV_NO_ROOM, HC_OK, errstr, errstr_size)) != HC_OK ||
@@ -1388,10 +1395,9 @@ static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *err
         }
         ps = &s2->parts[rkm->partition];
     }
-    int64_t events = 0;
     if (reason == HC_PARTIAL_OK) {
-        /* a post's sum (or the window's event total) would leave int64: this record is the bad
-         * one, the window keeps what it had */
+        /* a post's sum (or the window's event total) would leave int64 even in a window of its
+         * own: this record is the bad one */
         reason = overflow_check(s2, n, &events, why, sizeof(why));
     }
     bool counted = false;

@@ -275,10 +275,11 @@ static void ts_min_after_ts_max_is_dead_lettered(void **state)
 }
 
 /* Two partials of one post whose deltas sum past int64 in one window: the first counts, the
- * second (the one that would overflow) is dead-lettered, the window's other posts count.
- * Mutant seen failing: on_message treats hc_table_add's HC_ERR_INVALID as fatal, as before
- * (the stage stops with "aggregation table: invalid"). */
-static void overflowing_pair_in_one_window_is_dead_lettered(void **state)
+ * second (the one that would overflow) closes the window and opens the next one (issue 25,
+ * item 2), where the store refuses the sum: it is dead-lettered store_refused, the window's
+ * other posts count. Mutant seen failing: on_message treats hc_table_add's HC_ERR_INVALID as
+ * fatal, as before (the stage stops with "aggregation table: invalid"). */
+static void overflowing_pair_closes_the_window_and_the_store_refuses_the_second(void **state)
 {
     fixture_t *f = *state;
     /* Both partials in one window: every record of the window is on partition 0, so they come
@@ -310,8 +311,38 @@ static void overflowing_pair_in_one_window_is_dead_lettered(void **state)
     assert_store_exact(f);
     read_dead_letters(f);
     assert_int_equal(f->ndl, 1);
-    assert_dead_letter(&f->dl[0], HC_PARTIAL_OVERFLOW, f->env.cfg.topic_partials, 0, at);
-    assert_invalid_metric(f, HC_PARTIAL_OVERFLOW, 1);
+    assert_dead_letter(&f->dl[0], HC_PARTIAL_STORE_REFUSED, f->env.cfg.topic_partials, 0, at);
+    assert_invalid_metric(f, HC_PARTIAL_STORE_REFUSED, 1);
+}
+
+/* Issue 25, item 2: a legal record whose events (2^63 - 1) fill the window's event total closes
+ * the window first and takes the next one alone; every later record of the window counts.
+ * Before, each of them was dead-lettered partial_overflow (595 of 2 000 likes counted with one
+ * such record every 0.5 s). mutant: the window is not closed first (a, c dead-lettered) */
+static void a_record_filling_the_event_total_closes_the_window(void **state)
+{
+    fixture_t *f = *state;
+    f->env.cfg.flush_ms = 5000; /* one window, were it not closed: all on partition 0 */
+    char json[HC_PARTIAL_MAX_BYTES];
+    snprintf(json, sizeof(json),
+             "{\"post_id\":\"fill\",\"delta\":0,\"events\":%" PRId64
+             ",\"ts_min\":null,\"ts_max\":null}",
+             INT64_MAX);
+    produce(f, 0, "b", 2);
+    produce_json(f, 0, "fill", json);
+    expect_post(f, "fill", 0);
+    produce(f, 0, "a", 1);
+    produce(f, 0, "c", 3);
+    produce_json(f, 0, "fill", json); /* and again, after them */
+    produce(f, 0, "a", 4);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+    hc_stage2_run_destroy(&f->run);
+    assert_store_exact(f);
+    read_dead_letters(f);
+    assert_int_equal(f->ndl, 0);
+    assert_invalid_metric(f, HC_PARTIAL_OVERFLOW, 0);
 }
 
 /* The store refuses one post of a batch (HC_ERR_RECORD, as PostgreSQL refuses an id with a NUL
@@ -466,22 +497,16 @@ static void truncated_packed_record_is_dead_lettered(void **state)
     poison_is_dead_lettered(*state, buf, len - 1, HC_PARTIAL_UNDECODABLE);
 }
 
-/* A packed record one of whose posts would overflow the window: the whole record is
- * dead-lettered before any of it counts (its other post "a" included). Mutant seen failing:
- * overflow_check skipped (the stage stops: "aggregation table: invalid"). */
+/* A packed record that overflows even a window of its own (its posts' events sum past int64):
+ * the open window is closed first, then the whole record is dead-lettered before any of it
+ * counts (its other post "q" included). Mutant seen failing: overflow_check skipped (the stage
+ * stops: "aggregation table: invalid"). */
 static void overflowing_packed_record_is_dead_lettered_whole(void **state)
 {
     fixture_t *f = *state;
     f->env.cfg.flush_ms = 5000; /* both in one window: all on partition 0, as above */
-    char json[HC_PARTIAL_MAX_BYTES];
-    snprintf(json, sizeof(json),
-             "{\"post_id\":\"big\",\"delta\":%" PRId64 ",\"events\":%" PRId64
-             ",\"ts_min\":null,\"ts_max\":null}",
-             INT64_MAX - 5, INT64_MAX - 5);
     produce(f, 0, "b", 2);
-    produce_json(f, 0, "big", json);
-    expect_post(f, "big", INT64_MAX - 5);
-    static const pack_post_t posts[] = {{"q", 1, 1}, {"big", 6, 6}};
+    static const pack_post_t posts[] = {{"q", 1, 1}, {"huge", 0, INT64_MAX}};
     uint8_t buf[256];
     size_t len = pack(posts, 2, buf, sizeof(buf));
     int64_t at = produce_raw(f, 0, "batch", buf, len);
@@ -537,8 +562,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(control_char_post_id_is_dead_lettered, setup, teardown),
         cmocka_unit_test_setup_teardown(delta_over_events_is_dead_lettered, setup, teardown),
         cmocka_unit_test_setup_teardown(ts_min_after_ts_max_is_dead_lettered, setup, teardown),
-        cmocka_unit_test_setup_teardown(overflowing_pair_in_one_window_is_dead_lettered, setup,
+        cmocka_unit_test_setup_teardown(a_record_filling_the_event_total_closes_the_window, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            overflowing_pair_closes_the_window_and_the_store_refuses_the_second, setup, teardown),
         cmocka_unit_test_setup_teardown(store_refusal_of_one_post_is_dead_lettered, setup,
                                         teardown),
     };
