@@ -13,6 +13,7 @@ int hc_cmd_top(int argc, char **argv);
 int hc_cmd_verify(int argc, char **argv);
 int hc_cmd_mock_broker(int argc, char **argv);
 int hc_cmd_config(int argc, char **argv);
+int hc_cmd_metrics(int argc, char **argv);
 int hc_cmd_serve(int argc, char **argv);
 int hc_cmd_status(int argc, char **argv);
 int hc_cmd_dlq(int argc, char **argv);

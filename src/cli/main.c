@@ -35,6 +35,7 @@ static const command_t commands[] = {
     {"verify", hc_cmd_verify, "recount likes.raw and compare every post with the store"},
     {"mock-broker", hc_cmd_mock_broker, "a stand-alone in-process Kafka on localhost"},
     {"config", hc_cmd_config, "print an example configuration file with every key"},
+    {"metrics", hc_cmd_metrics, "list the metrics the stages and serve expose"},
     {"serve", hc_cmd_serve, "HTTP read API over the store, with a live page"},
     {"status", hc_cmd_status, "health of both stages, their lag, the store and the DLQ"},
     {"dlq", hc_cmd_dlq, "list or show the dead letters in topic.dlq"},

@@ -2,6 +2,7 @@
  * hot-keys snapshot, readiness, and the Prometheus text exposition. */
 #include "hotcount/metrics.h"
 
+#include <assert.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "hotcount/clock.h"
+#include "hotcount/metric_defs.h"
 
 /* jemalloc's control call when the executable links jemalloc (HC_ALLOCATOR); weak, so a build
  * with libc's allocator links without it and sees NULL. */
@@ -900,9 +902,21 @@ static void format_double(char *buf, size_t size, double v)
     }
 }
 
-static void family(sbuf_t *sb, const char *name, const char *type, const char *help)
+/* A metric's name, from the registry (hotcount/metric_defs.h): no name is written here. */
+#define NAME(id) (hc_metric_defs[id].name)
+
+/* # HELP and # TYPE of one family, as the registry declares it. */
+static void family(sbuf_t *sb, hc_metric_id_t id)
 {
-    sb_printf(sb, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    const hc_metric_def_t *def = &hc_metric_defs[id];
+    assert(def->page == HC_METRIC_PAGE_STAGES);
+    sb_printf(sb, "# HELP %s %s\n# TYPE %s %s\n", def->name, def->help, def->name,
+              hc_metric_type_str(def->type));
+}
+
+static void sample_text(sbuf_t *sb, hc_metric_id_t id, const char *value)
+{
+    sb_printf(sb, "%s %s\n", NAME(id), value);
 }
 
 static void sample_int(sbuf_t *sb, const char *name, int64_t value)
@@ -936,10 +950,11 @@ static double unflushed_seconds(const hc_metrics_t *m, int kind, int64_t now_ms)
     return since != 0 && now_ms > since ? (double)(now_ms - since) / 1000.0 : 0.0;
 }
 
-static void counter(sbuf_t *sb, const char *name, const char *help, int64_t value)
+static void counter(sbuf_t *sb, hc_metric_id_t id, int64_t value)
 {
-    family(sb, name, "counter", help);
-    sample_int(sb, name, value);
+    assert(hc_metric_defs[id].type == HC_METRIC_COUNTER);
+    family(sb, id);
+    sample_int(sb, NAME(id), value);
 }
 
 /* One histogram's samples; label is "" or `key="value",` (already escaped). The +Inf bucket and
@@ -970,10 +985,11 @@ static void histogram_samples(sbuf_t *sb, const char *name, const char *label,
     }
 }
 
-static void histogram(sbuf_t *sb, const char *name, const char *help, const hc_histogram_t *h)
+static void histogram(sbuf_t *sb, hc_metric_id_t id, const hc_histogram_t *h)
 {
-    family(sb, name, "histogram", help);
-    histogram_samples(sb, name, "", h);
+    assert(hc_metric_defs[id].type == HC_METRIC_HISTOGRAM);
+    family(sb, id);
+    histogram_samples(sb, NAME(id), "", h);
 }
 
 static int cmp_lag(const void *a, const void *b)
@@ -989,9 +1005,7 @@ static int cmp_lag(const void *a, const void *b)
 
 static void render_lag(sbuf_t *sb, struct hc_metrics_lag *lag, int64_t now_ms)
 {
-    family(sb, "hotcount_consumer_lag", "gauge",
-           "Messages between a partition's high watermark and this process's consumer position, "
-           "from librdkafka statistics.");
+    family(sb, HC_M_CONSUMER_LAG);
     if (!lag) {
         return;
     }
@@ -1004,7 +1018,7 @@ static void render_lag(sbuf_t *sb, struct hc_metrics_lag *lag, int64_t now_ms)
         if (lag_entry_stale(lag, ent, now_ms)) {
             continue; /* its client went quiet; the next report removes it */
         }
-        sb_printf(sb, "hotcount_consumer_lag{topic=\"");
+        sb_printf(sb, "%s{topic=\"", NAME(HC_M_CONSUMER_LAG));
         sb_label_value(sb, ent->topic, strlen(ent->topic));
         sb_printf(sb, "\",partition=\"%d\"} %lld\n", (int)ent->partition, (long long)ent->lag);
     }
@@ -1015,15 +1029,13 @@ static void render_stalls(sbuf_t *sb, hc_metrics_t *m)
 {
     static const char *const stage_label[HC_METRICS_STAGE_COUNT] = {"1", "2"};
     struct hc_metrics_lag *lag = m->lag;
-    family(sb, "hotcount_partition_stalled", "gauge",
-           "1 for each assigned partition with input waiting that has committed no progress for "
-           "partition.progress.ms (event partition_stalled); absent while it moves.");
+    family(sb, HC_M_PARTITION_STALLED);
     int64_t count[HC_METRICS_STAGE_COUNT] = {0};
     if (lag) {
         pthread_mutex_lock(&lag->mu);
         for (size_t i = 0; i < lag->stall_n; i++) {
             const stall_entry_t *ent = &lag->stalls[i];
-            sb_printf(sb, "hotcount_partition_stalled{stage=\"%s\",topic=\"",
+            sb_printf(sb, "%s{stage=\"%s\",topic=\"", NAME(HC_M_PARTITION_STALLED),
                       stage_label[ent->kind]);
             sb_label_value(sb, ent->topic, strlen(ent->topic));
             sb_printf(sb, "\",partition=\"%d\",state=\"", (int)ent->partition);
@@ -1033,16 +1045,14 @@ static void render_stalls(sbuf_t *sb, hc_metrics_t *m)
         }
         pthread_mutex_unlock(&lag->mu);
     }
-    family(sb, "hotcount_partitions_stalled", "gauge",
-           "Assigned partitions standing still now (hotcount_partition_stalled), per stage.");
+    family(sb, HC_M_PARTITIONS_STALLED);
     for (int k = 0; k < HC_METRICS_STAGE_COUNT; k++) {
-        sb_printf(sb, "hotcount_partitions_stalled{stage=\"%s\"} %lld\n", stage_label[k],
+        sb_printf(sb, "%s{stage=\"%s\"} %lld\n", NAME(HC_M_PARTITIONS_STALLED), stage_label[k],
                   (long long)count[k]);
     }
-    family(sb, "hotcount_partition_stalls_total", "counter",
-           "Partitions found standing still past partition.progress.ms, per stage.");
+    family(sb, HC_M_PARTITION_STALLS);
     for (int k = 0; k < HC_METRICS_STAGE_COUNT; k++) {
-        sb_printf(sb, "hotcount_partition_stalls_total{stage=\"%s\"} %lld\n", stage_label[k],
+        sb_printf(sb, "%s{stage=\"%s\"} %lld\n", NAME(HC_M_PARTITION_STALLS), stage_label[k],
                   (long long)hc_metric_get(m->partition_stalls[k]));
     }
 }
@@ -1050,9 +1060,7 @@ static void render_stalls(sbuf_t *sb, hc_metrics_t *m)
 /* The pre-fetch queues of the consumers heard from recently (as the lag entries age out). */
 static void render_fetch_queue(sbuf_t *sb, struct hc_metrics_lag *lag, int64_t now_ms)
 {
-    family(sb, "hotcount_consumer_fetch_queue_bytes", "gauge",
-           "Bytes of messages this process's consumers have pre-fetched and not yet handed to "
-           "a stage, from librdkafka statistics (bounded by queued.max.messages.kbytes).");
+    family(sb, HC_M_CONSUMER_FETCH_QUEUE_BYTES);
     int64_t bytes = 0;
     if (lag) {
         pthread_mutex_lock(&lag->mu);
@@ -1064,7 +1072,7 @@ static void render_fetch_queue(sbuf_t *sb, struct hc_metrics_lag *lag, int64_t n
         }
         pthread_mutex_unlock(&lag->mu);
     }
-    sample_int(sb, "hotcount_consumer_fetch_queue_bytes", bytes);
+    sample_int(sb, NAME(HC_M_CONSUMER_FETCH_QUEUE_BYTES), bytes);
 }
 
 /* The process's resident set (/proc/self/statm), whatever the allocator; -1 when unreadable. */
@@ -1100,9 +1108,8 @@ static int64_t je_stat(const char *name)
  * per scrape. */
 static void render_memory(sbuf_t *sb)
 {
-    family(sb, "hotcount_memory_rss_bytes", "gauge",
-           "Resident set size of the process (/proc/self/statm).");
-    sample_int(sb, "hotcount_memory_rss_bytes", rss_bytes());
+    family(sb, HC_M_MEMORY_RSS_BYTES);
+    sample_int(sb, NAME(HC_M_MEMORY_RSS_BYTES), rss_bytes());
     if (mallctl == NULL) {
         return; /* libc's allocator: no breakdown */
     }
@@ -1111,17 +1118,12 @@ static void render_memory(sbuf_t *sb)
     if (mallctl("epoch", &epoch, &len, &epoch, len) != 0) {
         return;
     }
-    family(sb, "hotcount_memory_allocated_bytes", "gauge",
-           "Bytes in live allocations (jemalloc stats.allocated).");
-    sample_int(sb, "hotcount_memory_allocated_bytes", je_stat("stats.allocated"));
-    family(sb, "hotcount_memory_resident_bytes", "gauge",
-           "Bytes of the allocator's pages in memory: live allocations, free pages not yet "
-           "returned to the kernel, metadata (jemalloc stats.resident).");
-    sample_int(sb, "hotcount_memory_resident_bytes", je_stat("stats.resident"));
-    family(sb, "hotcount_memory_retained_bytes", "gauge",
-           "Address space jemalloc keeps for reuse after returning its pages to the kernel: "
-           "not resident (jemalloc stats.retained).");
-    sample_int(sb, "hotcount_memory_retained_bytes", je_stat("stats.retained"));
+    family(sb, HC_M_MEMORY_ALLOCATED_BYTES);
+    sample_int(sb, NAME(HC_M_MEMORY_ALLOCATED_BYTES), je_stat("stats.allocated"));
+    family(sb, HC_M_MEMORY_RESIDENT_BYTES);
+    sample_int(sb, NAME(HC_M_MEMORY_RESIDENT_BYTES), je_stat("stats.resident"));
+    family(sb, HC_M_MEMORY_RETAINED_BYTES);
+    sample_int(sb, NAME(HC_M_MEMORY_RETAINED_BYTES), je_stat("stats.retained"));
 }
 
 static int cmp_hot(const void *a, const void *b)
@@ -1182,135 +1184,99 @@ size_t hc_metrics_render(hc_metrics_t *m, int64_t now_ms, int64_t flush_ms, char
 {
     sbuf_t sb = {0};
 
-    family(&sb, "hotcount_up", "gauge", "1 while the process serves metrics.");
-    sample_int(&sb, "hotcount_up", 1);
-    family(&sb, "hotcount_ready", "gauge",
-           "1 when every running stage holds partitions and none is behind on its flushes.");
-    sample_int(&sb, "hotcount_ready", hc_metrics_is_ready(m, now_ms, flush_ms) ? 1 : 0);
+    family(&sb, HC_M_UP);
+    sample_int(&sb, NAME(HC_M_UP), 1);
+    family(&sb, HC_M_READY);
+    sample_int(&sb, NAME(HC_M_READY), hc_metrics_is_ready(m, now_ms, flush_ms) ? 1 : 0);
 
-    counter(&sb, "hotcount_events_consumed_total",
-            "Raw messages polled by stage 1, including those of windows not committed yet.",
-            hc_metric_get(m->events_consumed));
-    family(&sb, "hotcount_events_total", "counter",
-           "Raw events in committed stage-1 windows, by parse result.");
-    sample_label_int(&sb, "hotcount_events_total", "result", "ok", hc_metric_get(m->events_ok));
-    sample_label_int(&sb, "hotcount_events_total", "result", "invalid",
-                     hc_metric_get(m->events_invalid));
-    family(&sb, "hotcount_invalid_events_total", "counter",
-           "Invalid raw events sent to the dead-letter topic, by reason.");
+    counter(&sb, HC_M_EVENTS_CONSUMED, hc_metric_get(m->events_consumed));
+    family(&sb, HC_M_EVENTS);
+    sample_label_int(&sb, NAME(HC_M_EVENTS), "result", "ok", hc_metric_get(m->events_ok));
+    sample_label_int(&sb, NAME(HC_M_EVENTS), "result", "invalid", hc_metric_get(m->events_invalid));
+    family(&sb, HC_M_INVALID_EVENTS);
     for (int r = HC_EVENT_OK + 1; r < HC_EVENT_REASON_COUNT; r++) {
-        sample_label_int(&sb, "hotcount_invalid_events_total", "reason",
+        sample_label_int(&sb, NAME(HC_M_INVALID_EVENTS), "reason",
                          hc_event_reason_str((hc_event_reason_t)r),
                          hc_metric_get(m->invalid_by_reason[r]));
     }
-    counter(&sb, "hotcount_partials_total", "Partials produced in committed stage-1 transactions.",
-            hc_metric_get(m->partials));
-    counter(&sb, "hotcount_partial_records_total",
-            "likes.partials records produced in committed stage-1 transactions.",
-            hc_metric_get(m->partial_records));
-    family(&sb, "hotcount_transactions_total", "counter", "Stage-1 Kafka transactions by outcome.");
-    sample_label_int(&sb, "hotcount_transactions_total", "outcome", "commit",
+    counter(&sb, HC_M_PARTIALS, hc_metric_get(m->partials));
+    counter(&sb, HC_M_PARTIAL_RECORDS, hc_metric_get(m->partial_records));
+    family(&sb, HC_M_TRANSACTIONS);
+    sample_label_int(&sb, NAME(HC_M_TRANSACTIONS), "outcome", "commit",
                      hc_metric_get(m->txn_commit));
-    sample_label_int(&sb, "hotcount_transactions_total", "outcome", "abort",
-                     hc_metric_get(m->txn_abort));
-    histogram(&sb, "hotcount_transaction_seconds",
-              "Stage-1 window close: producing the partials through the commit.", &m->txn_seconds);
+    sample_label_int(&sb, NAME(HC_M_TRANSACTIONS), "outcome", "abort", hc_metric_get(m->txn_abort));
+    histogram(&sb, HC_M_TRANSACTION_SECONDS, &m->txn_seconds);
 
-    counter(&sb, "hotcount_partials_consumed_total", "Partials in committed store batches.",
-            hc_metric_get(m->partials_consumed));
-    family(&sb, "hotcount_partials_invalid_total", "counter",
-           "Partials stage 2 sent to the dead-letter topic instead of counting, by reason.");
+    counter(&sb, HC_M_PARTIALS_CONSUMED, hc_metric_get(m->partials_consumed));
+    family(&sb, HC_M_PARTIALS_INVALID);
     for (int r = HC_PARTIAL_OK + 1; r < HC_PARTIAL_REASON_COUNT; r++) {
-        sample_label_int(&sb, "hotcount_partials_invalid_total", "reason",
+        sample_label_int(&sb, NAME(HC_M_PARTIALS_INVALID), "reason",
                          hc_partial_reason_str((hc_partial_reason_t)r),
                          hc_metric_get(m->partials_invalid[r]));
     }
-    family(&sb, "hotcount_store_batches_total", "counter", "Stage-2 store batches by outcome.");
-    sample_label_int(&sb, "hotcount_store_batches_total", "outcome", "commit",
+    family(&sb, HC_M_STORE_BATCHES);
+    sample_label_int(&sb, NAME(HC_M_STORE_BATCHES), "outcome", "commit",
                      hc_metric_get(m->store_commit));
-    sample_label_int(&sb, "hotcount_store_batches_total", "outcome", "conflict",
+    sample_label_int(&sb, NAME(HC_M_STORE_BATCHES), "outcome", "conflict",
                      hc_metric_get(m->store_conflict));
-    sample_label_int(&sb, "hotcount_store_batches_total", "outcome", "error",
+    sample_label_int(&sb, NAME(HC_M_STORE_BATCHES), "outcome", "error",
                      hc_metric_get(m->store_error));
-    counter(&sb, "hotcount_store_keys_written_total", "Posts written by committed store batches.",
-            hc_metric_get(m->store_keys_written));
-    counter(&sb, "hotcount_events_stored_total", "Raw events covered by committed store batches.",
-            hc_metric_get(m->events_stored));
-    counter(&sb, "hotcount_store_forgot_total",
-            "Stage-2 store checks that found the store had forgotten or gone back (rebuilt).",
-            hc_metric_get(m->store_forgot));
-    family(&sb, "hotcount_retention_gap_partitions", "gauge",
-           "Stage-2 partitions not applied: the partials their counts need are past retention.");
-    sample_int(&sb, "hotcount_retention_gap_partitions", hc_metric_get(m->retention_gap_parts));
-    family(&sb, "hotcount_hot_posts", "gauge", "Posts in this process's stage-2 hot sets.");
-    sample_int(&sb, "hotcount_hot_posts", hc_metric_get(m->hot_posts));
-    family(&sb, "hotcount_hotkey_transitions_total", "counter",
-           "Stage-2 hot-set changes: posts entering (to=hot) and leaving (to=cool).");
-    sample_label_int(&sb, "hotcount_hotkey_transitions_total", "to", "hot",
+    counter(&sb, HC_M_STORE_KEYS_WRITTEN, hc_metric_get(m->store_keys_written));
+    counter(&sb, HC_M_EVENTS_STORED, hc_metric_get(m->events_stored));
+    counter(&sb, HC_M_STORE_FORGOT, hc_metric_get(m->store_forgot));
+    family(&sb, HC_M_RETENTION_GAP_PARTITIONS);
+    sample_int(&sb, NAME(HC_M_RETENTION_GAP_PARTITIONS), hc_metric_get(m->retention_gap_parts));
+    family(&sb, HC_M_HOT_POSTS);
+    sample_int(&sb, NAME(HC_M_HOT_POSTS), hc_metric_get(m->hot_posts));
+    family(&sb, HC_M_HOTKEY_TRANSITIONS);
+    sample_label_int(&sb, NAME(HC_M_HOTKEY_TRANSITIONS), "to", "hot",
                      hc_metric_get(m->hotkey_to_hot));
-    sample_label_int(&sb, "hotcount_hotkey_transitions_total", "to", "cool",
+    sample_label_int(&sb, NAME(HC_M_HOTKEY_TRANSITIONS), "to", "cool",
                      hc_metric_get(m->hotkey_to_cool));
-    counter(&sb, "hotcount_hotkey_flaps_total",
-            "Posts entering the stage-2 hot set again soon after leaving it.",
-            hc_metric_get(m->hotkey_flaps));
-    histogram(&sb, "hotcount_store_seconds", "Time to apply one store batch, any outcome.",
-              &m->store_seconds);
-    histogram(&sb, "hotcount_batch_posts", "Posts per committed store batch.", &m->batch_posts);
+    counter(&sb, HC_M_HOTKEY_FLAPS, hc_metric_get(m->hotkey_flaps));
+    histogram(&sb, HC_M_STORE_SECONDS, &m->store_seconds);
+    histogram(&sb, HC_M_BATCH_POSTS, &m->batch_posts);
 
-    family(&sb, "hotcount_flush_seconds", "histogram",
-           "Time to flush one window: stage 1 commits a transaction, stage 2 stores a batch.");
-    histogram_samples(&sb, "hotcount_flush_seconds", "stage=\"1\",",
+    family(&sb, HC_M_FLUSH_SECONDS);
+    histogram_samples(&sb, NAME(HC_M_FLUSH_SECONDS), "stage=\"1\",",
                       &m->flush_seconds[HC_METRICS_STAGE1]);
-    histogram_samples(&sb, "hotcount_flush_seconds", "stage=\"2\",",
+    histogram_samples(&sb, NAME(HC_M_FLUSH_SECONDS), "stage=\"2\",",
                       &m->flush_seconds[HC_METRICS_STAGE2]);
-    histogram(&sb, "hotcount_end_to_end_seconds",
-              "From an event's ts to the store commit that counted it.", &m->end_to_end_seconds);
+    histogram(&sb, HC_M_END_TO_END_SECONDS, &m->end_to_end_seconds);
 
     render_lag(&sb, m->lag, now_ms);
     render_stalls(&sb, m);
-    family(&sb, "hotcount_store_batch_limit_posts", "gauge",
-           "Stage 2's batch limit in posts: max.keys, shrunk while the store is slow or "
-           "throttles, grown back as it keeps up.");
-    sample_int(&sb, "hotcount_store_batch_limit_posts", hc_metric_get(m->store_batch_limit));
-    family(&sb, "hotcount_assigned_partitions", "gauge",
-           "Partitions assigned to this process's stages.");
-    sample_label_int(&sb, "hotcount_assigned_partitions", "stage", "1",
+    family(&sb, HC_M_STORE_BATCH_LIMIT);
+    sample_int(&sb, NAME(HC_M_STORE_BATCH_LIMIT), hc_metric_get(m->store_batch_limit));
+    family(&sb, HC_M_ASSIGNED_PARTITIONS);
+    sample_label_int(&sb, NAME(HC_M_ASSIGNED_PARTITIONS), "stage", "1",
                      hc_metric_get(m->stage1_assigned));
-    sample_label_int(&sb, "hotcount_assigned_partitions", "stage", "2",
+    sample_label_int(&sb, NAME(HC_M_ASSIGNED_PARTITIONS), "stage", "2",
                      hc_metric_get(m->stage2_assigned));
-    family(&sb, "hotcount_unflushed_input_seconds", "gauge",
-           "How long input a stage consumed has waited for a successful flush (its open window, "
-           "counted from the first attempt when it is read again); 0 when none waits.");
-    sample_label_double(&sb, "hotcount_unflushed_input_seconds", "stage", "1",
+    family(&sb, HC_M_UNFLUSHED_INPUT_SECONDS);
+    sample_label_double(&sb, NAME(HC_M_UNFLUSHED_INPUT_SECONDS), "stage", "1",
                         unflushed_seconds(m, HC_METRICS_STAGE1, now_ms));
-    sample_label_double(&sb, "hotcount_unflushed_input_seconds", "stage", "2",
+    sample_label_double(&sb, NAME(HC_M_UNFLUSHED_INPUT_SECONDS), "stage", "2",
                         unflushed_seconds(m, HC_METRICS_STAGE2, now_ms));
-    family(&sb, "hotcount_stage_instances", "gauge",
-           "Stage instances running in this process (0: it does not run that stage).");
-    sample_label_int(&sb, "hotcount_stage_instances", "stage", "1",
+    family(&sb, HC_M_STAGE_INSTANCES);
+    sample_label_int(&sb, NAME(HC_M_STAGE_INSTANCES), "stage", "1",
                      hc_metric_get(m->stage[HC_METRICS_STAGE1].running));
-    sample_label_int(&sb, "hotcount_stage_instances", "stage", "2",
+    sample_label_int(&sb, NAME(HC_M_STAGE_INSTANCES), "stage", "2",
                      hc_metric_get(m->stage[HC_METRICS_STAGE2].running));
-    family(&sb, "hotcount_hot_key_events_per_second", "gauge",
-           "Events per second of the busiest posts over stage 1's last window (space-saving "
-           "estimate, never below the true rate), summed over this process's stage-1 instances.");
-    render_hot(&sb, m->hot, now_ms, flush_ms, "hotcount_hot_key_events_per_second", "");
-    family(&sb, "hotcount_hot_post_events_per_second", "gauge",
-           "Stage 2's hot-set members (hot or cooling) with their exact events per second over "
-           "its last window.");
-    render_hot(&sb, m->hotset, now_ms, flush_ms, "hotcount_hot_post_events_per_second",
+    family(&sb, HC_M_HOT_KEY_EVENTS_PER_SECOND);
+    render_hot(&sb, m->hot, now_ms, flush_ms, NAME(HC_M_HOT_KEY_EVENTS_PER_SECOND), "");
+    family(&sb, HC_M_HOT_POST_EVENTS_PER_SECOND);
+    render_hot(&sb, m->hotset, now_ms, flush_ms, NAME(HC_M_HOT_POST_EVENTS_PER_SECOND),
                ",source=\"detected\"");
     /* The thresholds only where a stage-2 hot set runs: a scraper tells "no hot set" from 0. */
     if (hc_metric_get(m->hotkeys_enter_milli) > 0) {
         char num[64];
-        family(&sb, "hotcount_hotkeys_enter_rate", "gauge",
-               "Stage 2's hotkeys.enter.rate: events/s at which a post enters the hot set.");
+        family(&sb, HC_M_HOTKEYS_ENTER_RATE);
         format_double(num, sizeof(num), (double)hc_metric_get(m->hotkeys_enter_milli) / 1000.0);
-        sb_printf(&sb, "hotcount_hotkeys_enter_rate %s\n", num);
-        family(&sb, "hotcount_hotkeys_leave_rate", "gauge",
-               "Stage 2's hotkeys.leave.rate: events/s below which a member cools.");
+        sample_text(&sb, HC_M_HOTKEYS_ENTER_RATE, num);
+        family(&sb, HC_M_HOTKEYS_LEAVE_RATE);
         format_double(num, sizeof(num), (double)hc_metric_get(m->hotkeys_leave_milli) / 1000.0);
-        sb_printf(&sb, "hotcount_hotkeys_leave_rate %s\n", num);
+        sample_text(&sb, HC_M_HOTKEYS_LEAVE_RATE, num);
     }
     render_fetch_queue(&sb, m->lag, now_ms);
     render_memory(&sb);

@@ -7,6 +7,7 @@
  * and lets a malformed escape be a 404 (path) or 400 (query). */
 #include "hotcount/serve.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -30,6 +31,7 @@
 #include "hotcount/http_guard.h"
 #include "hotcount/listen.h"
 #include "hotcount/log.h"
+#include "hotcount/metric_defs.h"
 #include "hotcount/metrics.h"
 #include "hotcount/serve_cache.h"
 #include "hotcount/serve_hot.h"
@@ -605,9 +607,33 @@ static enum MHD_Result route_hotkeys(hc_serve_t *srv, struct MHD_Connection *con
                    false);
 }
 
-static void render_counter(FILE *f, const char *name, const char *help, uint64_t v)
+/* # HELP and # TYPE of one family of serve's page, as the registry declares it
+ * (hotcount/metric_defs.h): no metric name is written here. */
+static void render_family(FILE *f, hc_metric_id_t id)
 {
-    fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
+    const hc_metric_def_t *def = &hc_metric_defs[id];
+    assert(def->page == HC_METRIC_PAGE_SERVE);
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", def->name, def->help, def->name,
+            hc_metric_type_str(def->type));
+}
+
+static void render_counter(FILE *f, hc_metric_id_t id, uint64_t v)
+{
+    render_family(f, id);
+    fprintf(f, "%s %" PRIu64 "\n", hc_metric_defs[id].name, v);
+}
+
+static void render_gauge(FILE *f, hc_metric_id_t id, uint64_t v)
+{
+    render_family(f, id);
+    fprintf(f, "%s %" PRIu64 "\n", hc_metric_defs[id].name, v);
+}
+
+/* name{key="value"} v for each of n values of one label */
+static void render_labelled(FILE *f, hc_metric_id_t id, const char *key, const char *value,
+                            uint64_t v)
+{
+    fprintf(f, "%s{%s=\"%s\"} %" PRIu64 "\n", hc_metric_defs[id].name, key, value, v);
 }
 
 static enum MHD_Result route_metrics(hc_serve_t *srv, struct MHD_Connection *conn)
@@ -620,77 +646,48 @@ static enum MHD_Result route_metrics(hc_serve_t *srv, struct MHD_Connection *con
     }
     hc_serve_cache_stats_t cs;
     hc_serve_cache_get_stats(srv->likes, &cs);
-    fprintf(f, "# HELP hotcount_up always 1 while the process serves /metrics\n"
-               "# TYPE hotcount_up gauge\nhotcount_up 1\n");
-    fprintf(f, "# HELP hotcount_serve_requests_total HTTP requests answered, by status code\n"
-               "# TYPE hotcount_serve_requests_total counter\n");
+    render_gauge(f, HC_M_SERVE_UP, 1);
+    render_family(f, HC_M_SERVE_REQUESTS);
     for (size_t i = 0; i <= CODE_COUNT; i++) {
         char code[16];
         snprintf(code, sizeof(code), i < CODE_COUNT ? "%u" : "other",
                  i < CODE_COUNT ? codes[i] : 0);
-        fprintf(f, "hotcount_serve_requests_total{code=\"%s\"} %" PRIu64 "\n", code,
-                (uint64_t)atomic_load_explicit(&srv->requests[i], memory_order_relaxed));
+        render_labelled(f, HC_M_SERVE_REQUESTS, "code", code,
+                        (uint64_t)atomic_load_explicit(&srv->requests[i], memory_order_relaxed));
     }
-    fprintf(f, "# HELP hotcount_serve_store_reads_total store reads (hc_store_get of one post, "
-               "hc_store_top), at most one per post per serve.ttl.ms\n"
-               "# TYPE hotcount_serve_store_reads_total counter\n");
+    render_family(f, HC_M_SERVE_STORE_READS);
     for (size_t i = 0; i < READ_KIND_COUNT; i++) {
-        fprintf(f, "hotcount_serve_store_reads_total{kind=\"%s\"} %" PRIu64 "\n",
-                read_kind_names[i],
-                (uint64_t)atomic_load_explicit(&srv->store_reads[i], memory_order_relaxed));
+        render_labelled(f, HC_M_SERVE_STORE_READS, "kind", read_kind_names[i],
+                        (uint64_t)atomic_load_explicit(&srv->store_reads[i], memory_order_relaxed));
     }
-    render_counter(f, "hotcount_serve_store_read_errors_total", "store reads that failed",
+    render_counter(f, HC_M_SERVE_STORE_READ_ERRORS,
                    atomic_load_explicit(&srv->store_read_errors, memory_order_relaxed));
     hc_http_guard_stats_t gs;
     hc_http_guard_get_stats(srv->guard, &gs);
-    render_counter(f, "hotcount_serve_connections_refused_total",
-                   "connections refused at accept (serve.max.connections, .per.ip)",
-                   gs.refused_total);
-    render_counter(f, "hotcount_serve_connections_timed_out_total",
-                   "connections cut at their deadline (serve.request.timeout.ms)", gs.timed_out);
-    render_counter(f, "hotcount_serve_connections_evicted_total",
-                   "connections shed to admit an address holding fewer (fair share)", gs.evicted);
-    render_counter(f, "hotcount_serve_bad_framing_total",
-                   "requests refused for their framing (a body, Transfer-Encoding, two "
-                   "Content-Lengths)",
-                   gs.bad_framing);
-    fprintf(f,
-            "# HELP hotcount_serve_connections_open HTTP connections open now\n"
-            "# TYPE hotcount_serve_connections_open gauge\nhotcount_serve_connections_open %u\n",
-            gs.open);
-    render_counter(f, "hotcount_serve_cache_hits_total",
-                   "post lookups answered from a fresh cache entry", cs.hits);
-    render_counter(f, "hotcount_serve_cache_coalesced_total",
-                   "post lookups that waited for another request's store read", cs.coalesced);
-    render_counter(f, "hotcount_serve_cache_evictions_total",
-                   "posts evicted from the cache (serve.cache.max.keys)", cs.evictions);
-    fprintf(f,
-            "# HELP hotcount_serve_cache_entries posts in the cache\n"
-            "# TYPE hotcount_serve_cache_entries gauge\nhotcount_serve_cache_entries %zu\n",
-            cs.entries);
+    render_counter(f, HC_M_SERVE_CONNECTIONS_REFUSED, gs.refused_total);
+    render_counter(f, HC_M_SERVE_CONNECTIONS_TIMED_OUT, gs.timed_out);
+    render_counter(f, HC_M_SERVE_CONNECTIONS_EVICTED, gs.evicted);
+    render_counter(f, HC_M_SERVE_BAD_FRAMING, gs.bad_framing);
+    render_gauge(f, HC_M_SERVE_CONNECTIONS_OPEN, gs.open);
+    render_counter(f, HC_M_SERVE_CACHE_HITS, cs.hits);
+    render_counter(f, HC_M_SERVE_CACHE_COALESCED, cs.coalesced);
+    render_counter(f, HC_M_SERVE_CACHE_EVICTIONS, cs.evictions);
+    render_gauge(f, HC_M_SERVE_CACHE_ENTRIES, cs.entries);
     hc_serve_hot_stats_t hs = hc_serve_hot_stats(srv->hot);
-    fprintf(f,
-            "# HELP hotcount_serve_hot_posts posts read-hot now (their counts cached "
-            "serve.hot.ttl.ms)\n# TYPE hotcount_serve_hot_posts gauge\nhotcount_serve_hot_posts "
-            "%zu\n",
-            hs.posts);
-    fprintf(f, "# HELP hotcount_serve_hot_promotions_total posts promoted to read-hot, by source\n"
-               "# TYPE hotcount_serve_hot_promotions_total counter\n");
+    render_gauge(f, HC_M_SERVE_HOT_POSTS, hs.posts);
+    render_family(f, HC_M_SERVE_HOT_PROMOTIONS);
     for (size_t i = 0; i < 2; i++) {
-        fprintf(f, "hotcount_serve_hot_promotions_total{source=\"%s\"} %" PRId64 "\n",
-                hot_source_names[i], hs.promotions[i]);
+        render_labelled(f, HC_M_SERVE_HOT_PROMOTIONS, "source", hot_source_names[i],
+                        (uint64_t)hs.promotions[i]);
     }
-    fprintf(f, "# HELP hotcount_serve_hot_demotions_total read-hot posts demoted, by source\n"
-               "# TYPE hotcount_serve_hot_demotions_total counter\n");
+    render_family(f, HC_M_SERVE_HOT_DEMOTIONS);
     for (size_t i = 0; i < 2; i++) {
-        fprintf(f, "hotcount_serve_hot_demotions_total{source=\"%s\"} %" PRId64 "\n",
-                hot_source_names[i], hs.demotions[i]);
+        render_labelled(f, HC_M_SERVE_HOT_DEMOTIONS, "source", hot_source_names[i],
+                        (uint64_t)hs.demotions[i]);
     }
-    render_counter(f, "hotcount_serve_hot_flaps_total",
-                   "promotions by read rate within a minute of the same post's demotion",
-                   (uint64_t)hs.flaps);
-    fprintf(f, "# HELP hotcount_serve_request_seconds one request, from its first byte parsed to "
-               "its answer sent\n# TYPE hotcount_serve_request_seconds histogram\n");
+    render_counter(f, HC_M_SERVE_HOT_FLAPS, (uint64_t)hs.flaps);
+    const char *lat = hc_metric_defs[HC_M_SERVE_REQUEST_SECONDS].name;
+    render_family(f, HC_M_SERVE_REQUEST_SECONDS);
     for (size_t i = 0; i <= srv->latency.bound_count; i++) {
         char le[32];
         if (i < srv->latency.bound_count) {
@@ -698,13 +695,11 @@ static enum MHD_Result route_metrics(hc_serve_t *srv, struct MHD_Connection *con
         } else {
             snprintf(le, sizeof(le), "+Inf");
         }
-        fprintf(f, "hotcount_serve_request_seconds_bucket{le=\"%s\"} %" PRIu64 "\n", le,
+        fprintf(f, "%s_bucket{le=\"%s\"} %" PRIu64 "\n", lat, le,
                 hc_histogram_cumulative(&srv->latency, i));
     }
-    fprintf(f,
-            "hotcount_serve_request_seconds_sum %.9g\nhotcount_serve_request_seconds_count %" PRIu64
-            "\n",
-            hc_histogram_sum(&srv->latency), hc_histogram_count(&srv->latency));
+    fprintf(f, "%s_sum %.9g\n%s_count %" PRIu64 "\n", lat, hc_histogram_sum(&srv->latency), lat,
+            hc_histogram_count(&srv->latency));
     if (fclose(f) != 0 || !text) {
         free(text);
         return respond_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");

@@ -24,10 +24,15 @@ check() { # name expected_status expected_stderr_or_stdout_regex -- command...
 check no_command_is_usage_error 2 'usage: hotcount <command>' -- "$hc"
 check help_lists_every_command 0 'mock-broker' -- "$hc" --help
 check unknown_command_is_usage_error 2 'unknown command "frobnicate"' -- "$hc" frobnicate
-for c in demo stage1 stage2 run produce init get top verify mock-broker config; do
+for c in demo stage1 stage2 run produce init get top verify mock-broker config metrics; do
     check "help_of_$c" 0 "usage: hotcount $c" -- "$hc" "$c" --help
 done
 check help_shows_config_keys 0 'flush\.ms' -- "$hc" stage1 --help
+# The generated references (docs/CONFIGURATION.md, the metric tables): their commands.
+check config_markdown_is_the_key_reference 0 '^\| `flush\.ms` \| `1000` \| 10\.\.3600000 \| ' -- "$hc" config --markdown
+check metrics_lists_the_registry 0 '^hotcount_events_total	counter	result=' -- "$hc" metrics
+check metrics_serve_lists_serve_s_page 0 '^hotcount_serve_requests_total	counter	code=' -- "$hc" metrics --serve
+check metrics_markdown_is_the_docs_table 0 '^\| `hotcount_consumer_lag` \| gauge \| `topic`, `partition` \| ' -- "$hc" metrics --markdown
 
 # --version: one "NAME VERSION (file...)" line per library; the versions it runs with must be
 # the ones CMake built against (HC_EXPECT_*, from ctest): a lost rpath would load another one.

@@ -13,7 +13,7 @@ HOTCOUNT is the built binary (build/hotcount). What is checked:
     deploy/systemd, with its properties file and -X flags, goes through
     `HOTCOUNT <stage1|stage2|run> --check-config` and must print "configuration ok".
   * Metric names: every metric in deploy/prometheus/alerts.yml and in the Grafana dashboard's
-    queries is in the table at the top of include/obs/hotcount/metrics.h (histograms with their
+    queries is in the metric registry, include/obs/hotcount/metric_defs.h (histograms with their
     _bucket/_sum/_count series), label names exist on that metric, and label values of the
     enumerated labels (result, outcome, stage) are ones the table lists.
   * Runbook links: every alert of alerts.yml has a runbook_url annotation ending in
@@ -251,29 +251,31 @@ def listen_host(value):
 
 
 # ---------------------------------------------------------------------------------------------
-# metrics.h table and PromQL scanning
+# the metric registry and PromQL scanning
 
 
-def parse_metrics_table(path):
-    """{name: {"type": ..., "labels": {label: set(values) or None}}} from the header comment."""
+def parse_metrics_table(hotcount):
+    """{name: {"type": ..., "labels": {label: set(values) or None}}} from the metric registry
+    (include/obs/hotcount/metric_defs.h), as `hotcount metrics --markdown` prints it."""
+    text = subprocess.run([hotcount, "metrics", "--markdown"], check=True, capture_output=True,
+                          text=True).stdout
     metrics = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            m = re.match(r"^\s*\*\s*\|\s*(hotcount_[A-Za-z0-9_]+)\s*\|", line)
-            if not m:
+    for line in text.splitlines():
+        m = re.match(r"^\|\s*`?(hotcount_[A-Za-z0-9_]+)`?\s*\|", line)
+        if not m:
+            continue
+        cells = [c.strip().replace("`", "") for c in re.split(r"(?<!\\)\|", line.strip())]
+        # ['', name, type, labels, meaning, '']
+        cells = cells[1:-1] if cells and cells[0] == "" else cells
+        name, mtype, labels_cell = cells[0], cells[1], cells[2]
+        labels = {}
+        for part in [p.strip() for p in labels_cell.split(",") if p.strip()]:
+            lm = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(?:=(.*))?$", part)
+            if not lm:
                 continue
-            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().lstrip("*").strip())]
-            # ['', name, type, labels, meaning, '']
-            cells = cells[1:-1] if cells and cells[0] == "" else cells
-            name, mtype, labels_cell = cells[0], cells[1], cells[2]
-            labels = {}
-            for part in [p.strip() for p in labels_cell.split(",") if p.strip()]:
-                lm = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(?:=(.*))?$", part)
-                if not lm:
-                    continue
-                values = set(re.findall(r'"([^"]*)"', lm.group(2))) if lm.group(2) else None
-                labels[lm.group(1)] = values
-            metrics[name] = {"type": mtype, "labels": labels}
+            values = set(re.findall(r'"([^"]*)"', lm.group(2))) if lm.group(2) else None
+            labels[lm.group(1)] = values
+        metrics[name] = {"type": mtype, "labels": labels}
     return metrics
 
 
@@ -383,7 +385,7 @@ def check_expr_metrics(rep, where, expr, metrics, recorded, allow_up=True):
                         base, suffix = name[: -len(sfx)], sfx
                         break
                 else:
-                    rep.fail(where, f"metric {name!r} is not in include/obs/hotcount/metrics.h's table")
+                    rep.fail(where, f"metric {name!r} is not in the metric registry (include/obs/hotcount/metric_defs.h)")
                     continue
             elif metrics[name]["type"] == "histogram":
                 rep.fail(where, f"histogram {name!r} has no series of that name: use {name}_bucket, "
@@ -397,13 +399,13 @@ def check_expr_metrics(rep, where, expr, metrics, recorded, allow_up=True):
         for label, op, value in matchers:
             if label not in known:
                 rep.fail(where, f"{name}: label {label!r} does not exist on it "
-                                f"(metrics.h lists: {', '.join(sorted(metrics[base]['labels'])) or 'none'})")
+                                f"(the registry lists: {', '.join(sorted(metrics[base]['labels'])) or 'none'})")
                 continue
             allowed = known[label]
             if not allowed or "$" in value:
                 continue
             if op == "=" and value not in allowed:
-                rep.fail(where, f'{name}{{{label}="{value}"}}: metrics.h lists only '
+                rep.fail(where, f'{name}{{{label}="{value}"}}: the registry lists only '
                                 f'{", ".join(sorted(allowed))}')
             elif op == "=~" and re.fullmatch(r"[A-Za-z0-9_.|-]+", value):
                 for alt in value.split("|"):
@@ -1618,10 +1620,10 @@ def main():
     docs = {}
     check_yaml_parses(rep, docs)
     metrics = {}
-    with rep.check("include/obs/hotcount/metrics.h: metric table parses"):
-        metrics = parse_metrics_table(repo("include", "obs", "hotcount", "metrics.h"))
+    with rep.check("the metric registry (hotcount metrics --markdown) parses"):
+        metrics = parse_metrics_table(hotcount)
         if len(metrics) < 10:
-            rep.fail("include/obs/hotcount/metrics.h", f"found only {len(metrics)} metrics in the table")
+            rep.fail("include/obs/hotcount/metric_defs.h", f"found only {len(metrics)} metrics")
     compose, invs = check_compose(rep, docs, hotcount)
     check_dockerfile(rep, hotcount)
     recorded = check_prometheus(rep, docs, compose, invs, metrics, strict)

@@ -31,7 +31,7 @@ DASH = "deploy/grafana/dashboards/hotcount.json"
 
 # (name, file, old, new, tool needed to catch it or None)
 MUTATIONS = [
-    # metric names and labels against include/obs/hotcount/metrics.h
+    # metric names and labels against the metric registry (include/obs/hotcount/metric_defs.h)
     ("alert uses an unknown metric", ALERTS, "hotcount_partials_total", "hotcount_partial_total", None),
     ("alert uses an unknown label value", ALERTS, 'outcome="abort"', 'outcome="aborted"', None),
     ("alert uses an unknown label", ALERTS, 'result="invalid"', 'reslt="invalid"', None),

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hotcount/metric_defs.h"
 #include "hotcount/metrics.h"
 
 #define FLUSH_MS 1000
@@ -211,6 +212,79 @@ static void page_matches_the_golden_page_byte_for_byte(void **state)
     free(want);
 }
 
+/* The registry itself: names unique per page and prefixed, one line of HELP each. */
+static void registry_names_are_unique_per_page_and_prefixed(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < HC_METRIC_COUNT; i++) {
+        const hc_metric_def_t *a = &hc_metric_defs[i];
+        assert_non_null(a->name);
+        assert_int_equal(strncmp(a->name, "hotcount_", 9), 0);
+        assert_true(a->help[0] != '\0' && strchr(a->help, '\n') == NULL);
+        assert_true(a->doc[0] != '\0' && strchr(a->doc, '\n') == NULL);
+        assert_true(a->type != HC_METRIC_COUNTER || strstr(a->name, "_total") != NULL);
+        for (size_t j = 0; j < i; j++) {
+            const hc_metric_def_t *b = &hc_metric_defs[j];
+            assert_false(a->page == b->page && strcmp(a->name, b->name) == 0);
+        }
+    }
+}
+
+/* Every family on the page is declared, in the registry's order, and every declared metric of
+ * the stages' page is on it (but jemalloc's, absent without jemalloc, as here). */
+static void page_shows_exactly_the_declared_metrics_in_order(void **state)
+{
+    (void)state;
+    char *page = render_masked();
+    size_t next = 0; /* the registry row the next # TYPE line must name */
+    for (const char *line = page; *line;) {
+        const char *end = strchr(line, '\n');
+        if (strncmp(line, "# TYPE ", 7) == 0) {
+            while (next < HC_METRIC_COUNT && (hc_metric_defs[next].page != HC_METRIC_PAGE_STAGES ||
+                                              strncmp(line + 7, hc_metric_defs[next].name,
+                                                      strlen(hc_metric_defs[next].name)) != 0 ||
+                                              line[7 + strlen(hc_metric_defs[next].name)] != ' ')) {
+                /* skipped: only jemalloc's may be missing */
+                assert_true(hc_metric_defs[next].page != HC_METRIC_PAGE_STAGES ||
+                            next == HC_M_MEMORY_ALLOCATED_BYTES ||
+                            next == HC_M_MEMORY_RESIDENT_BYTES ||
+                            next == HC_M_MEMORY_RETAINED_BYTES);
+                next++;
+            }
+            assert_true(next < HC_METRIC_COUNT); /* a family the registry does not declare */
+            next++;
+        }
+        line = end ? end + 1 : line + strlen(line);
+    }
+    for (; next < HC_METRIC_COUNT; next++) {
+        assert_true(hc_metric_defs[next].page != HC_METRIC_PAGE_STAGES ||
+                    next == HC_M_MEMORY_ALLOCATED_BYTES || next == HC_M_MEMORY_RESIDENT_BYTES ||
+                    next == HC_M_MEMORY_RETAINED_BYTES);
+    }
+    free(page);
+}
+
+/* The docs' table: one row per metric of the page, `|` escaped. */
+static void markdown_has_a_row_per_metric_with_pipes_escaped(void **state)
+{
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    hc_metric_defs_print_markdown(f, HC_METRIC_PAGE_STAGES);
+    fclose(f);
+    size_t rows = 0;
+    for (size_t i = 0; i < HC_METRIC_COUNT; i++) {
+        rows += hc_metric_defs[i].page == HC_METRIC_PAGE_STAGES;
+    }
+    assert_int_equal(count_lines_starting(buf, "| `hotcount_"), rows);
+    assert_non_null(strstr(buf, "| `hotcount_events_total` | counter | "
+                                "`result=\"ok\"\\|\"invalid\"` | "));
+    assert_non_null(strstr(buf, "| `hotcount_consumer_lag` | gauge | `topic`, `partition` | "));
+    free(buf);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--print") == 0) {
@@ -222,6 +296,9 @@ int main(int argc, char **argv)
     golden_path = argc > 1 ? argv[1] : HC_METRICS_GOLDEN;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(page_matches_the_golden_page_byte_for_byte),
+        cmocka_unit_test(registry_names_are_unique_per_page_and_prefixed),
+        cmocka_unit_test(page_shows_exactly_the_declared_metrics_in_order),
+        cmocka_unit_test(markdown_has_a_row_per_metric_with_pipes_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

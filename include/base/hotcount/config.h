@@ -155,4 +155,9 @@ void hc_config_print_help(FILE *out, const hc_store_facts_t *const *stores);
  * it gives the defaults. instance.id is left commented out, as its default is per process. */
 void hc_config_print_example(FILE *out, const hc_store_facts_t *const *stores);
 
+/* The configuration reference, docs/CONFIGURATION.md (`hotcount config --markdown`): a Markdown
+ * table of every key (name, default, range, meaning) and the kafka.* prefixes, from the same
+ * table as --help and the example file. */
+void hc_config_print_markdown(FILE *out, const hc_store_facts_t *const *stores);
+
 #endif

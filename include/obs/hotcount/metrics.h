@@ -9,52 +9,11 @@
  * histograms, lag and hot keys silently record nothing. */
 
 /* Exposition (Prometheus text format 0.0.4, served at /metrics), all names prefixed hotcount_.
- * The table is Markdown for the README, one row per line, hence clang-format off. */
+ * Every metric is declared once, in the registry hotcount/metric_defs.h (name, type, labels,
+ * help, meaning): hc_metrics_render takes its names and # HELP / # TYPE lines from there, and
+ * `hotcount metrics --markdown` prints the table the README and docs/FORMATS.md hold. */
 /* clang-format off */
 /*
- * | metric | type | labels | meaning |
- * |---|---|---|---|
- * | hotcount_up | gauge | | always 1 while the process serves /metrics |
- * | hotcount_ready | gauge | | 1 when /readyz answers 200 (see hc_metrics_is_ready) |
- * | hotcount_events_consumed_total | counter | | raw messages polled by stage 1, committed or not |
- * | hotcount_events_total | counter | result="ok"\|"invalid" | raw events in committed stage-1 windows |
- * | hotcount_invalid_events_total | counter | reason | invalid events by reason (the `hotcount-error` header values) |
- * | hotcount_partials_total | counter | | partials produced in committed stage-1 transactions (one per post and window, in either partials.format) |
- * | hotcount_partial_records_total | counter | | likes.partials records produced in committed stage-1 transactions (packed: a record carries many partials; single: equal to hotcount_partials_total) |
- * | hotcount_transactions_total | counter | outcome="commit"\|"abort" | stage-1 Kafka transactions |
- * | hotcount_transaction_seconds | histogram | | stage-1 window close: first partial produced to commit acknowledged |
- * | hotcount_partials_consumed_total | counter | | partials in committed store batches |
- * | hotcount_partials_invalid_total | counter | reason | partials stage 2 dead-lettered instead of counting, by reason (the `hotcount-error` header values, hotcount/partial_check.h) |
- * | hotcount_store_batches_total | counter | outcome="commit"\|"conflict"\|"error" | stage-2 store batches |
- * | hotcount_store_keys_written_total | counter | | posts written by committed store batches |
- * | hotcount_store_forgot_total | counter | | stage-2 store checks (`store.check.ms`) that found the store no longer holding the offsets stage 2 last wrote, or another server (docs/EVENTS.md `store_forgot`): each re-read the store's offsets and rebuilt the counts from likes.partials |
- * | hotcount_retention_gap_partitions | gauge | | stage-2 partitions not applied because the partials their counts need are past retention (the store's offset, or the beginning when it has none, is below the partition's log start; docs/EVENTS.md `retention_gap`); while above 0 the process is not ready |
- * | hotcount_partition_stalled | gauge | stage="1"\|"2", topic, partition, state | 1 for each assigned partition whose input waits and that has committed no progress for `partition.progress.ms` (docs/EVENTS.md `partition_stalled`; state: the stage's view of it, e.g. `retry`); absent while it moves. While any is present the process is not ready |
- * | hotcount_partitions_stalled | gauge | stage="1"\|"2" | how many hotcount_partition_stalled series the stage has now (0 normally: alert on > 0) |
- * | hotcount_partition_stalls_total | counter | stage="1"\|"2" | partitions found standing still past `partition.progress.ms` |
- * | hotcount_events_stored_total | counter | | raw events covered by committed store batches |
- * | hotcount_store_seconds | histogram | | one store batch apply (hc_store_apply), any outcome |
- * | hotcount_store_batch_limit_posts | gauge | | stage 2's batch limit: max.keys, shrunk while the store commits slowly, throttles or times out, grown back as it keeps up (docs/EVENTS.md `store_batch_limit`) |
- * | hotcount_batch_posts | histogram | | posts per committed store batch |
- * | hotcount_flush_seconds | histogram | stage="1"\|"2" | one window flush, from its decision to done |
- * | hotcount_end_to_end_seconds | histogram | | event `ts` to the store commit that counted it |
- * | hotcount_consumer_lag | gauge | topic, partition | messages behind the high watermark, from librdkafka statistics |
- * | hotcount_assigned_partitions | gauge | stage="1"\|"2" | partitions assigned to this process's stages |
- * | hotcount_unflushed_input_seconds | gauge | stage="1"\|"2" | how long input the stage consumed has waited for a successful flush (its open window; a window aborted or refused and read again counts from its first attempt); 0 when none waits |
- * | hotcount_hot_posts | gauge | | posts in this process's stage-2 hot sets (detected: hot or cooling; docs/FORMATS.md "Hot keys") |
- * | hotcount_hotkey_transitions_total | counter | to="hot"\|"cool" | stage-2 hot-set changes: posts entering (over hotkeys.enter.rate) and leaving (below hotkeys.leave.rate for hotkeys.dwell.ms, or evicted from a full set) |
- * | hotcount_hotkey_flaps_total | counter | | posts entering the hot set again less than max(60 s, 6 x hotkeys.dwell.ms) after leaving it: thresholds too close or a dwell too short for the traffic |
- * | hotcount_hot_key_events_per_second | gauge | post_id | the current top posts (at most 20) by events/s over stage 1's last window, summed over this process's stage-1 instances |
- * | hotcount_hot_post_events_per_second | gauge | post_id, source="detected" | the members of this process's stage-2 hot sets (at most 20, hottest first; hot or cooling) with their exact global events/s over stage 2's last window; a member below hotcount_hotkeys_leave_rate is cooling |
- * | hotcount_hotkeys_enter_rate | gauge | | stage 2's hotkeys.enter.rate (events/s at which a post enters the hot set); absent without a stage-2 hot set |
- * | hotcount_hotkeys_leave_rate | gauge | | stage 2's hotkeys.leave.rate (events/s below which a member cools, for hotkeys.dwell.ms); absent without a stage-2 hot set |
- * | hotcount_stage_instances | gauge | stage="1"\|"2" | stage instances running in this process (0: the process does not run that stage) |
- * | hotcount_consumer_fetch_queue_bytes | gauge | | message bytes the stages' consumers have pre-fetched and not yet handed over (librdkafka statistics, every statistics.interval.ms; bounded by queued.max.messages.kbytes); RSS is about 4 times it for 130-byte events |
- * | hotcount_memory_rss_bytes | gauge | | resident set size of the process |
- * | hotcount_memory_allocated_bytes | gauge | | bytes in live allocations (jemalloc builds only: stats.allocated) |
- * | hotcount_memory_resident_bytes | gauge | | the allocator's resident pages: live allocations, free pages not yet returned to the kernel, metadata (jemalloc builds only: stats.resident); minus allocated, what the allocator retains |
- * | hotcount_memory_retained_bytes | gauge | | address space jemalloc keeps after returning its pages to the kernel, not resident (jemalloc builds only: stats.retained) |
- *
  * Histogram buckets (le, seconds unless noted):
  *   end_to_end            0.05 0.1 0.25 0.5 1 2 3 5 10 20 30 60
  *   flush                 0.001 0.0025 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10
