@@ -72,6 +72,8 @@ const char *hc_partial_reason_str(hc_partial_reason_t reason)
         return "source_overlap";
     case HC_PARTIAL_SOURCE_MALFORMED:
         return "source_malformed";
+    case HC_PARTIAL_UNAUTHENTICATED:
+        return "partial_unauthenticated";
     case HC_PARTIAL_REASON_COUNT:
         break;
     }

@@ -17,12 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_store.h"
 #include "hotcount/admin.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
 #include "hotcount/partial.h"
+#include "hotcount/partial_auth.h"
 #include "hotcount/partial_check.h"
 #include "hotcount/partial_pack.h"
 #include "hotcount/stage.h"
@@ -548,6 +550,114 @@ static void packed_record_larger_than_max_keys_counts(void **state)
     assert_int_equal(f->ndl, 0);
 }
 
+/* A partial of post (delta likes, |delta| events) signed with kr (core/partial_auth.h), or
+ * with the given hotcount-auth value when auth is not NULL (forged); counted only when signed
+ * by kr. */
+static int64_t produce_signed(fixture_t *f, const hc_auth_keyring_t *kr, const char *auth,
+                              int32_t partition, const char *post, int64_t delta)
+{
+    char json[HC_PARTIAL_MAX_BYTES];
+    int64_t events = delta < 0 ? -delta : delta;
+    int len = snprintf(json, sizeof(json),
+                       "{\"post_id\":\"%s\",\"delta\":%" PRId64 ",\"events\":%" PRId64
+                       ",\"ts_min\":null,\"ts_max\":null}",
+                       post, delta, events ? events : 1);
+    char sig[HC_AUTH_VALUE_MAX + 1];
+    if (!auth) {
+        hc_auth_sign(kr, NULL, 0, json, (size_t)len, sig);
+        auth = sig;
+        expect_post(f, post, delta);
+    }
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(1);
+    if (auth[0]) {
+        rd_kafka_header_add(hdrs, HC_AUTH_HEADER, -1, auth, -1);
+    }
+    assert_int_equal(rd_kafka_producev(f->env.producer, RD_KAFKA_V_TOPIC(f->env.cfg.topic_partials),
+                                       RD_KAFKA_V_PARTITION(partition),
+                                       RD_KAFKA_V_KEY(post, strlen(post)),
+                                       RD_KAFKA_V_VALUE(json, (size_t)len),
+                                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                       RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
+    assert_int_equal(rd_kafka_flush(f->env.producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    return f->produced[partition]++;
+}
+
+/* Issue 25: with partials.auth.key.file set, a partial without a signature, with a wrong one,
+ * or signed under a key id the stage does not hold is dead-lettered partial_unauthenticated
+ * before it counts (a delta of 1000 each); signed ones count, under either key of a rotation.
+ * mutant: stage 2 without the check (post "a" counts 3000 more) */
+static void unsigned_partials_are_dead_lettered_with_a_key(void **state)
+{
+    fixture_t *f = *state;
+    char path[] = "/tmp/hc-test-partials-key.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *text = "new 1111111111111111111111111111111111111111111111111111111111111111\n"
+                       "old 2222222222222222222222222222222222222222222222222222222222222222\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char errstr[256];
+    assert_int_equal(
+        hc_config_set(&f->env.cfg, "partials.auth.key.file", path, errstr, sizeof(errstr)), HC_OK);
+    hc_auth_keyring_t both, old_only, stranger;
+    assert_int_equal(hc_auth_keyring_parse(&both, text, strlen(text), errstr, sizeof(errstr)),
+                     HC_OK);
+    const char *o = "old 2222222222222222222222222222222222222222222222222222222222222222\n";
+    assert_int_equal(hc_auth_keyring_parse(&old_only, o, strlen(o), errstr, sizeof(errstr)), HC_OK);
+    const char *x = "new 3333333333333333333333333333333333333333333333333333333333333333\n";
+    assert_int_equal(hc_auth_keyring_parse(&stranger, x, strlen(x), errstr, sizeof(errstr)), HC_OK);
+    produce_signed(f, &both, NULL, 0, "a", 3);
+    produce_signed(f, &old_only, NULL, 1, "b", -1); /* the rotation's old key still verifies */
+    int64_t at[3];
+    at[0] = produce_signed(f, &both, "", 0, "a", 1000); /* no signature */
+    at[1] = produce_signed(f, &both,
+                           "new:00000000000000000000000000000000000000000000000000000000000000"
+                           "00",
+                           0, "a", 1000);
+    char forged[HC_AUTH_VALUE_MAX + 1];
+    const char *v = "{\"post_id\":\"a\",\"delta\":1000,\"events\":1000,\"ts_min\":null,"
+                    "\"ts_max\":null}";
+    hc_auth_sign(&stranger, NULL, 0, v, strlen(v), forged); /* id "new", another secret */
+    at[2] = produce_signed(f, &both, forged, 0, "a", 1000);
+    produce_signed(f, &both, NULL, 0, "a", 2);
+    hc_stage2_run_start(&f->run, &f->env.cfg, "t", &f->metrics);
+    wait_all_stored(f);
+    hc_stage2_run_stop(&f->run);
+    hc_stage2_run_destroy(&f->run);
+    unlink(path);
+    assert_store_exact(f);
+    read_dead_letters(f);
+    assert_int_equal(f->ndl, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_dead_letter(&f->dl[i], HC_PARTIAL_UNAUTHENTICATED, f->env.cfg.topic_partials, 0,
+                           at[i]);
+    }
+    assert_invalid_metric(f, HC_PARTIAL_UNAUTHENTICATED, 3);
+}
+
+/* A key file that is no key file stops the stage at its start, naming the path, not a byte. */
+static void a_bad_key_file_stops_stage2_at_start(void **state)
+{
+    fixture_t *f = *state;
+    char path[] = "/tmp/hc-test-partials-key.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *text = "k1 not-hex-SECRETSECRET\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char errstr[512];
+    assert_int_equal(
+        hc_config_set(&f->env.cfg, "partials.auth.key.file", path, errstr, sizeof(errstr)), HC_OK);
+    hc_stage2_t *s2 = NULL;
+    assert_int_equal(hc_stage2_new(&f->env.cfg, "t", &f->metrics, &s2, errstr, sizeof(errstr)),
+                     HC_ERR_INVALID);
+    unlink(path);
+    assert_null(s2);
+    assert_non_null(strstr(errstr, path));
+    assert_null(strstr(errstr, "SECRET"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -564,6 +674,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(ts_min_after_ts_max_is_dead_lettered, setup, teardown),
         cmocka_unit_test_setup_teardown(a_record_filling_the_event_total_closes_the_window, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(unsigned_partials_are_dead_lettered_with_a_key, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_bad_key_file_stops_stage2_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(
             overflowing_pair_closes_the_window_and_the_store_refuses_the_second, setup, teardown),
         cmocka_unit_test_setup_teardown(store_refusal_of_one_post_is_dead_lettered, setup,

@@ -30,14 +30,17 @@ typedef enum hc_partial_reason {
                                     late write of a stale transaction (hotcount/source_check.h) */
     HC_PARTIAL_SOURCE_MALFORMED, /* "source_malformed": its hotcount-window header breaks the
                                     format (docs/FORMATS.md, "Partials") */
+    HC_PARTIAL_UNAUTHENTICATED,  /* "partial_unauthenticated": partials.auth.key.file is set and
+                                    its hotcount-auth header is missing or is no signature of
+                                    its value and window under a key held (partial_auth.h) */
     HC_PARTIAL_REASON_COUNT
 } hc_partial_reason_t;
 
 /* Decodes buf as a partial and checks the stage-1 rules: HC_PARTIAL_OK with *partial filled,
  * or the first rule broken (UNDECODABLE / BAD_TS, then BAD_POST_ID, then
  * DELTA_EXCEEDS_EVENTS) with the detail in errstr and *partial unspecified. Never returns
- * OVERFLOW, STORE_REFUSED or the SOURCE_ reasons: those depend on the window, the store and
- * what came before (hotcount/source_check.h). */
+ * OVERFLOW, STORE_REFUSED, UNAUTHENTICATED or the SOURCE_ reasons: those depend on the window,
+ * the store, the key and what came before (hotcount/source_check.h). */
 hc_partial_reason_t hc_partial_check(const char *buf, size_t len, hc_partial_t *partial,
                                      char *errstr, size_t errstr_size);
 
