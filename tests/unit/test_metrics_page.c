@@ -51,8 +51,9 @@ static void populate(hc_metrics_t *m)
     hc_metric_set(m->events_consumed, v++);
     hc_metric_set(m->events_ok, v++);
     hc_metric_set(m->events_invalid, v++);
+    /* the reason series: their own values, so that a new reason moves no other value */
     for (int r = 0; r < HC_EVENT_REASON_COUNT; r++) {
-        hc_metric_set(m->invalid_by_reason[r], v++);
+        hc_metric_set(m->invalid_by_reason[r], 1000 + r);
     }
     hc_metric_set(m->partials, v++);
     hc_metric_set(m->partial_records, v++);
@@ -61,7 +62,7 @@ static void populate(hc_metrics_t *m)
     hc_metric_set(m->stage1_assigned, v++);
     hc_metric_set(m->partials_consumed, v++);
     for (int r = 0; r < HC_PARTIAL_REASON_COUNT; r++) {
-        hc_metric_set(m->partials_invalid[r], v++);
+        hc_metric_set(m->partials_invalid[r], 2000 + r);
     }
     hc_metric_set(m->store_commit, v++);
     hc_metric_set(m->store_conflict, v++);
