@@ -19,7 +19,8 @@
  *
  *   <store.redis.prefix>P        string: the count of post P, an integer (`GET likes:P` reads it)
  *   hotcount:offsets:<group>     hash: field "<topic>/<partition>", value the next offset to read
- *   hotcount:staging:<batch id>  list: the staged parts of a split batch, gone after its commit
+ *   hotcount:staging:<batch id>  list: the staged parts of a split batch (one packed element
+ *                                each), gone after its commit
  *
  * There is no updated_at: the contract's Redis layout has none, and keeping one would mean a
  * second key per post (twice the writes) or a hash instead of a plain string (no plain GET).
@@ -31,17 +32,20 @@
  * Redis runs a script atomically but does not roll back a script that fails halfway, so the
  * script makes every check before its first write: each partition's stored offset must equal
  * the batch's expected one (HC_OFFSET_NONE: the field must not exist), and each count it will
- * add to must be absent or an integer far from overflow (else INCRBY would fail after earlier
- * INCRBYs landed). Only then does it INCRBY every count and HSET every offset. A lost
+ * add to must be absent or an integer far from overflow (else a write would fail after earlier
+ * ones landed). Only then does it write every count and HSET every offset. The deltas travel
+ * packed, one MessagePack argument per part (cmsgpack unpacks it in C); the checks read the
+ * counts with MGET and the writes set the new totals with MSET, a thousand posts per call,
+ * INCRBY only for a total a double cannot hold exactly (commit.lua says why and when). A lost
  * compare-and-set answers {0, index of the partition, stored offset} and has written nothing.
  *
  * Split batches. One script call carries at most REDIS_PART_DELTAS deltas and about
  * REDIS_PART_BYTES bytes of arguments. Bigger batches (max.keys allows a million posts) are cut
  * into parts so that no single command is tens of megabytes that the server must buffer whole
- * and turn into Lua KEYS/ARGV tables at once. Every part but the last is staged: the script
- * RPUSHes its (count key, delta) pairs onto a list named with a fresh random 128-bit batch id,
+ * and turn into Lua tables at once. Every part but the last is staged: the script RPUSHes the
+ * part, packed as it came, as one element of a list named with a fresh random 128-bit batch id,
  * which expires REDIS_STAGING_TTL_MS after the last part touched it. The last part commits: one
- * script checks the offsets, checks that the list holds exactly the pairs staged so far (LLEN),
+ * script checks the offsets, checks that the list holds exactly the parts staged so far (LLEN),
  * checks every count, then adds the staged deltas and its own, moves the offsets and deletes the
  * list. Hence:
  *  - nothing of a batch is visible before its commit and all of it after: staged pairs live
@@ -55,7 +59,8 @@
  *  - a stale batch already loses at its first part (each part checks the offsets and drops its
  *    list) and in any case at the commit, which changes nothing then.
  * The commit still walks the whole batch inside one script: atomicity costs that, and the server
- * serves no one else meanwhile. Measured on loopback on a 2-CPU VM: a 50 000-delta batch takes
+ * serves no one else meanwhile. Measured on loopback on a 2-CPU VM before the packed commit of
+ * issue 27 (bench/RESULTS.md has the current cost per post): a 50 000-delta batch took
  * 0.15-0.27 s end to end, of which the commit script is 0.11-0.22 s and each staged part of
  * 10 000 deltas 3-7 ms (under heavy load on the box, up to ~0.45 s for the commit).
  *
@@ -308,6 +313,7 @@ static void redis_close(hc_store_t *st)
     }
     redis_disconnect(rs);
     redis_args_fini(&rs->args);
+    free(rs->pack);
     free(rs->host);
     free(rs->user);
     free(rs->password);

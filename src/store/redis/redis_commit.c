@@ -49,30 +49,152 @@ static hc_err_t new_batch_id(char out[33], char *errstr, size_t errstr_size)
     return HC_OK;
 }
 
-/* Builds the EVALSHA for deltas [start, end): staged, or the commit when it is the last part. */
-static void build_part(redis_store_t *rs, const hc_store_batch_t *batch, const char *batch_id,
-                       size_t start, size_t end, bool commit)
+/* MessagePack str header for n bytes into out (at most 5 bytes); returns its length. */
+static size_t pack_str_header(unsigned char *out, size_t n)
+{
+    if (n < 32) {
+        out[0] = (unsigned char)(0xa0 | n);
+        return 1;
+    }
+    if (n < 256) {
+        out[0] = 0xd9;
+        out[1] = (unsigned char)n;
+        return 2;
+    }
+    if (n < 65536) {
+        out[0] = 0xda;
+        out[1] = (unsigned char)(n >> 8);
+        out[2] = (unsigned char)n;
+        return 3;
+    }
+    out[0] = 0xdb;
+    out[1] = (unsigned char)(n >> 24);
+    out[2] = (unsigned char)(n >> 16);
+    out[3] = (unsigned char)(n >> 8);
+    out[4] = (unsigned char)n;
+    return 5;
+}
+
+/* Below this magnitude a double holds every integer: the script computes such totals itself. */
+#define REDIS_EXACT_DELTA (INT64_C(1) << 53)
+
+/* Deltas [start, end) as one MessagePack array (count key, delta, count key, delta, ...) into
+ * rs->pack: the part's one argument, which the script unpacks in C (cmsgpack) and a staged part
+ * keeps whole as one list element. A delta of magnitude below 2^53 goes as an integer (cmsgpack
+ * makes a Lua number of it, exactly); a bigger one as its decimal string (the batch is then
+ * incr_only: see batch_is_incr_only). False when out of memory. */
+static bool pack_part(redis_store_t *rs, const hc_store_batch_t *batch, size_t start, size_t end)
+{
+    size_t need = 5;
+    size_t n = 2 * (end - start);
+    size_t i;
+    unsigned char *p;
+
+    for (i = start; i < end; i++) {
+        need += 5 + rs->prefix_len + batch->deltas[i].post_id_len + 1 + 20;
+    }
+    if (need > rs->pack_size) {
+        unsigned char *grown = realloc(rs->pack, need);
+        if (grown == NULL) {
+            return false;
+        }
+        rs->pack = grown;
+        rs->pack_size = need;
+    }
+    p = rs->pack;
+    *p++ = 0xdd; /* array 32 */
+    *p++ = (unsigned char)(n >> 24);
+    *p++ = (unsigned char)(n >> 16);
+    *p++ = (unsigned char)(n >> 8);
+    *p++ = (unsigned char)n;
+    for (i = start; i < end; i++) {
+        const hc_store_delta_t *d = &batch->deltas[i];
+
+        p += pack_str_header(p, rs->prefix_len + d->post_id_len);
+        memcpy(p, rs->prefix, rs->prefix_len);
+        p += rs->prefix_len;
+        memcpy(p, d->post_id, d->post_id_len);
+        p += d->post_id_len;
+        if (d->delta >= 0 && d->delta < 128) {
+            *p++ = (unsigned char)d->delta; /* positive fixint */
+        } else if (d->delta > -REDIS_EXACT_DELTA && d->delta < REDIS_EXACT_DELTA) {
+            uint64_t u = (uint64_t)d->delta;
+
+            *p++ = 0xd3; /* int 64, big-endian */
+            for (int shift = 56; shift >= 0; shift -= 8) {
+                *p++ = (unsigned char)(u >> shift);
+            }
+        } else {
+            char num[24];
+            int len = snprintf(num, sizeof(num), "%lld", (long long)d->delta);
+
+            *p++ = (unsigned char)(0xa0 | len); /* fixstr: at most 20 characters */
+            memcpy(p, num, (size_t)len);
+            p += len;
+        }
+    }
+    rs->pack_len = (size_t)(p - rs->pack);
+    return true;
+}
+
+/* Whether the script must add every delta with INCRBY instead of writing totals it computed
+ * (commit.lua): a delta of 2^53 or more, which a double would round, or a post listed twice
+ * (store.h forbids it; a total computed from the count before the batch would lose the first
+ * delta). Checked here, on the client, so that the store's one thread does not pay for it. */
+static hc_err_t batch_is_incr_only(const hc_store_batch_t *batch, bool *incr_only, char *errstr,
+                                   size_t errstr_size)
+{
+    hc_store_seen_t seen = {0};
+    hc_err_t err = HC_OK;
+    bool fresh = true;
+    size_t i;
+
+    *incr_only = false;
+    for (i = 0; i < batch->delta_count; i++) {
+        int64_t d = batch->deltas[i].delta;
+        if (d <= -REDIS_EXACT_DELTA || d >= REDIS_EXACT_DELTA) {
+            *incr_only = true;
+            goto out_fini;
+        }
+    }
+    for (i = 0; i < batch->delta_count && fresh; i++) {
+        if (!hc_store_seen_add(&seen, batch->deltas[i].post_id, batch->deltas[i].post_id_len,
+                               &fresh)) {
+            hc_errstr_set(errstr, errstr_size, "redis store: out of memory");
+            err = HC_ERR_FATAL;
+            goto out_fini;
+        }
+    }
+    *incr_only = !fresh;
+
+out_fini:
+    hc_store_seen_fini(&seen);
+    return err;
+}
+
+/* Builds the EVALSHA for deltas [start, end) of the part numbered `part`: staged, or the commit
+ * when it is the last part. */
+static hc_err_t build_part(redis_store_t *rs, const hc_store_batch_t *batch, const char *batch_id,
+                           size_t part, size_t start, size_t end, bool commit, bool incr_only,
+                           char *errstr, size_t errstr_size)
 {
     args_t *a = &rs->args;
     const hc_store_offset_t *off;
-    const hc_store_delta_t *d;
     size_t i;
 
+    if (!pack_part(rs, batch, start, end)) {
+        hc_errstr_set(errstr, errstr_size, "redis store: out of memory");
+        return HC_ERR_FATAL;
+    }
     redis_args_reset(a);
     redis_args_push_str(a, "EVALSHA");
     redis_args_push_str(a, rs->sha);
-    redis_args_pushf(a, "%zu", 2 + (commit ? end - start : 0));
+    redis_args_push_str(a, "2");
     redis_push_offsets_key(a, batch->group);
     redis_args_push2(a, STAGING_KEY_PREFIX, strlen(STAGING_KEY_PREFIX), batch_id, strlen(batch_id));
-    if (commit) {
-        for (i = start; i < end; i++) {
-            d = &batch->deltas[i];
-            redis_args_push2(a, rs->prefix, rs->prefix_len, d->post_id, d->post_id_len);
-        }
-    }
     redis_args_push_str(a, !commit ? "stage" : batch->totals_out ? "commit" : "commit_quiet");
     redis_args_pushf(a, "%zu", batch->offset_count);
-    redis_args_pushf(a, "%zu", start); /* every earlier part staged its deltas */
+    redis_args_pushf(a, "%zu", part); /* every earlier part staged one list element */
     redis_args_pushf(a, "%d", REDIS_STAGING_TTL_MS);
     for (i = 0; i < batch->offset_count; i++) {
         off = &batch->offsets[i];
@@ -84,13 +206,9 @@ static void build_part(redis_store_t *rs, const hc_store_batch_t *batch, const c
         }
         redis_args_pushf(a, "%lld", (long long)off->next);
     }
-    for (i = start; i < end; i++) {
-        d = &batch->deltas[i];
-        if (!commit) {
-            redis_args_push2(a, rs->prefix, rs->prefix_len, d->post_id, d->post_id_len);
-        }
-        redis_args_pushf(a, "%lld", (long long)d->delta);
-    }
+    redis_args_push(a, rs->pack, rs->pack_len);
+    redis_args_push_str(a, incr_only ? "1" : "0");
+    return HC_OK;
 }
 
 /* Turns the script's reply into an outcome (see commit.lua); a commit's totals go to the
@@ -178,11 +296,17 @@ hc_err_t redis_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr
     redisReply *reply;
     char batch_id[33];
     size_t start = 0;
+    size_t part = 0;
     size_t end;
     bool last;
+    bool incr_only;
     hc_err_t err;
 
     err = new_batch_id(batch_id, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    err = batch_is_incr_only(batch, &incr_only, errstr, errstr_size);
     if (err != HC_OK) {
         return err;
     }
@@ -193,7 +317,11 @@ hc_err_t redis_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr
     do {
         end = part_end(rs, batch, start);
         last = end == batch->delta_count;
-        build_part(rs, batch, batch_id, start, end, last);
+        err =
+            build_part(rs, batch, batch_id, part, start, end, last, incr_only, errstr, errstr_size);
+        if (err != HC_OK) {
+            break;
+        }
         long want = rs->command_ms;
         if (last) {
             want += (long)(batch->delta_count * REDIS_COMMIT_US_PER_DELTA / 1000);
@@ -216,6 +344,7 @@ hc_err_t redis_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr
             batch->on_progress(batch->progress_opaque); /* a part staged, or the commit */
         }
         start = end;
+        part++;
     } while (err == HC_OK && !last);
     rs->timeout_ms = rs->command_ms;
     return err;

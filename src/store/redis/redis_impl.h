@@ -108,6 +108,9 @@ typedef struct redis_store {
     char name[80];       /* CLIENT SETNAME: "hotcount-<instance.id>" */
     char sha[41];        /* the script's SHA1, as SCRIPT LOAD reported it */
     args_t args;         /* owned scratch: one command's arguments */
+    unsigned char *pack; /* owned scratch: one part's deltas, packed (redis_commit.c) */
+    size_t pack_len;
+    size_t pack_size;
 } redis_store_t;
 
 redis_store_t *redis_store(hc_store_t *st);
