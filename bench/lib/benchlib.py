@@ -108,6 +108,37 @@ def server_pids():
     return out
 
 
+def pg_server_pid():
+    """The PostgreSQL postmaster that HC_TEST_PG_URI names (the process listening on its port on
+    loopback), or None."""
+    uri = os.environ.get("HC_TEST_PG_URI", "")
+    hostport = uri.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+    try:
+        return listener_pid(int(hostport.rsplit(":", 1)[1]))
+    except (IndexError, ValueError):
+        return None
+
+
+def pg_server_cpu_s(postmaster):
+    """Every CPU-second PostgreSQL has used so far: the postmaster's own, its exited children's
+    (a backend per connection: the kernel adds a child's CPU to cutime/cstime when the
+    postmaster reaps it) and its live children's (backends, WAL writer, checkpointer...)."""
+    with open(f"/proc/{postmaster}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total = sum(int(x) for x in fields[11:15]) / CLK_TCK
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                child = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(child[1]) == postmaster:
+            total += (int(child[11]) + int(child[12])) / CLK_TCK
+    return total
+
+
 def servers_cpu_s(pids):
     """{name: utime + stime} now, for server_pids()'s processes."""
     return {name: proc_cpu_s(pid) for name, pid in pids.items()}

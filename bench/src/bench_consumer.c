@@ -1,6 +1,6 @@
 /* The baselines that read likes.raw: the Kafka floor and the naive counters.
  *
- *   bench_consumer --mode discard|redis|redis-pipe|pg --brokers B --topic T --group G
+ *   bench_consumer --mode discard|redis|redis-pipe|pg|pg-update --brokers B --topic T --group G
  *                  --events N [--max-seconds S] [--redis URI] [--pg URI] [--prefix P]
  *                  [--pipeline N] [--scenario NAME] [--clock-calls N] [--batch N]
  *
@@ -10,6 +10,8 @@
  *   redis       one INCRBY <prefix><post_id> ±1 per event, waiting for each reply
  *   redis-pipe  the same, --pipeline commands (default 1000) per round trip
  *   pg          one INSERT … ON CONFLICT DO UPDATE per event, autocommit (one transaction each)
+ *   pg-update   one UPDATE … SET likes = likes + delta per event, autocommit; the INSERT above
+ *               only for a post's first event (no row to update yet)
  * --clock-calls N reads CLOCK_MONOTONIC N times per message, as stage 1's poll loop does (its
  * heartbeat, poll timeout and window check): what that costs is the difference from N = 0.
  * --batch N takes up to N messages per rd_kafka_consume_batch_queue call on the consumer's queue
@@ -43,7 +45,7 @@
 #include "hotcount/store.h"
 #include "workload.h"
 
-enum mode { MODE_DISCARD, MODE_REDIS, MODE_REDIS_PIPE, MODE_PG };
+enum mode { MODE_DISCARD, MODE_REDIS, MODE_REDIS_PIPE, MODE_PG, MODE_PG_UPDATE };
 
 typedef struct sink {
     enum mode mode;
@@ -120,6 +122,12 @@ static int pg_open(sink_t *s, const char *uri)
              : NULL;
     ok = ok && PQresultStatus(res) == PGRES_COMMAND_OK;
     PQclear(res);
+    res = ok ? PQprepare(s->pg, "update",
+                         "UPDATE naive_counts SET likes = likes + $2::bigint WHERE post_id = $1", 2,
+                         NULL)
+             : NULL;
+    ok = ok && PQresultStatus(res) == PGRES_COMMAND_OK;
+    PQclear(res);
     if (!ok) {
         fprintf(stderr, "bench_consumer: pg setup: %s", PQerrorMessage(s->pg));
         return -1;
@@ -157,7 +165,18 @@ static int sink_write(sink_t *s, const hc_event_t *ev)
     char delta[8];
     snprintf(delta, sizeof(delta), "%d", ev->delta);
     const char *values[2] = {ev->post_id, delta};
-    PGresult *res = PQexecPrepared(s->pg, "upsert", 2, values, NULL, NULL, 0);
+    PGresult *res;
+    if (s->mode == MODE_PG_UPDATE) {
+        res = PQexecPrepared(s->pg, "update", 2, values, NULL, NULL, 0);
+        bool updated =
+            PQresultStatus(res) == PGRES_COMMAND_OK && strcmp(PQcmdTuples(res), "1") == 0;
+        if (updated) {
+            PQclear(res);
+            return 0;
+        }
+        PQclear(res);
+    }
+    res = PQexecPrepared(s->pg, "upsert", 2, values, NULL, NULL, 0);
     bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     PQclear(res);
     if (!ok) {
@@ -204,19 +223,23 @@ int main(int argc, char **argv)
         s.pipeline = atoi(arg(argc, argv, "--pipeline", "1000"));
     } else if (strcmp(mode_name, "pg") == 0) {
         s.mode = MODE_PG;
+    } else if (strcmp(mode_name, "pg-update") == 0) {
+        s.mode = MODE_PG_UPDATE;
     } else {
         mode_name = NULL;
     }
     if (!mode_name || !brokers || !topic || !group || events <= 0 || s.pipeline < 1 || batch < 0) {
-        fprintf(stderr, "usage: bench_consumer --mode discard|redis|redis-pipe|pg --brokers B "
-                        "--topic T --group G --events N [...] (see the source's header)\n");
+        fprintf(stderr,
+                "usage: bench_consumer --mode discard|redis|redis-pipe|pg|pg-update --brokers B "
+                "--topic T --group G --events N [...] (see the source's header)\n");
         return 2;
     }
     if ((s.mode == MODE_REDIS || s.mode == MODE_REDIS_PIPE) &&
         redis_open(&s, arg(argc, argv, "--redis", NULL)) != 0) {
         return 1;
     }
-    if (s.mode == MODE_PG && pg_open(&s, arg(argc, argv, "--pg", NULL)) != 0) {
+    if ((s.mode == MODE_PG || s.mode == MODE_PG_UPDATE) &&
+        pg_open(&s, arg(argc, argv, "--pg", NULL)) != 0) {
         return 1;
     }
 
