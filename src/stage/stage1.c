@@ -98,16 +98,6 @@ struct hc_stage1 {
     int32_t pack_parts_cap;
     uint8_t *pack_buf;
     int64_t window_records; /* likes.partials records the committing window produced */
-    /* Raw partitions held paused until their start offset is known (hotcount/start_offset.h):
-     * the committed-offset read at the assignment or rewind said none while they have records,
-     * or failed. start_deferred reads again, backing off. Owned; the stage thread's. */
-    struct deferred_start {
-        int32_t partition;
-        int answers;  /* reads that said "no committed offset" */
-        int failures; /* reads that failed */
-        int64_t due_ms;
-    } * deferred;
-    size_t deferred_n, deferred_cap;
 };
 
 /* ---- the state machine ------------------------------------------------------------------- */
@@ -295,7 +285,6 @@ void hc_stage1_destroy(hc_stage1_t *s1)
     free(s1->pack_of);
     free(s1->pack_start);
     free(s1->pack_buf);
-    free(s1->deferred);
     free(s1);
 }
 
@@ -839,173 +828,128 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
 
 /* ---- where a raw partition starts (hotcount/start_offset.h) ------------------------------- */
 
-static struct deferred_start *deferred_find(hc_stage1_t *s1, int32_t partition)
-{
-    for (size_t i = 0; i < s1->deferred_n; i++) {
-        if (s1->deferred[i].partition == partition) {
-            return &s1->deferred[i];
-        }
-    }
-    return NULL;
-}
-
-static void deferred_drop(hc_stage1_t *s1, int32_t partition)
-{
-    struct deferred_start *d = deferred_find(s1, partition);
-    if (d) {
-        *d = s1->deferred[--s1->deferred_n];
-    }
-}
-
-/* Holds `partition` paused until start_deferred knows where it starts; answers: how many reads
- * said "no committed offset" so far. The caller has paused it. */
-static hc_err_t defer_start(hc_stage1_t *s1, int32_t partition, int answers, char *errstr,
+/* Where each partition of `list` starts (hotcount/start_offset.h), read from the group
+ * coordinator: each element's offset is set to its committed offset, or to the first record
+ * (RD_KAFKA_OFFSET_BEGINNING) once every one of committed_read_attempts reads, backing off, said
+ * the group has none for a partition that has records. A partition without records starts at
+ * once. Blocks the stage's thread for that long (3.1 s by default), beating the watchdog: a
+ * fresh group's first start on a backlog, or a read that missed an offset. HC_OK, or
+ * HC_ERR_TRANSIENT when the committed offsets or the partition's ends could not be read within
+ * the attempts (errstr says which). */
+static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *list, char *errstr,
                             size_t errstr_size)
 {
-    struct deferred_start *d = deferred_find(s1, partition);
-    if (!d) {
-        if (s1->deferred_n == s1->deferred_cap) {
-            size_t cap = s1->deferred_cap ? 2 * s1->deferred_cap : 16;
-            struct deferred_start *grown = realloc(s1->deferred, cap * sizeof(*grown));
-            if (!grown) {
-                hc_errstr_set(errstr, errstr_size, "out of memory");
-                return HC_ERR_FATAL;
+    const hc_timeouts_t *t = &s1->cfg->timeouts;
+    rd_kafka_t *consumer = s1->loop.consumer;
+    int *answers = calloc((size_t)list->cnt + 1, sizeof(*answers));
+    bool *known = calloc((size_t)list->cnt + 1, sizeof(*known));
+    if (!answers || !known) {
+        free(answers);
+        free(known);
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
+    }
+    hc_err_t err = HC_ERR_TRANSIENT;
+    for (int attempt = 0; attempt < t->committed_read_attempts; attempt++) {
+        if (attempt > 0) {
+            hc_stage_loop_pause(&s1->loop, NULL, hc_timeouts_backoff_ms(t, attempt - 1));
+        }
+        rd_kafka_topic_partition_list_t *read = rd_kafka_topic_partition_list_copy(list);
+        rd_kafka_resp_err_t rerr = rd_kafka_committed(consumer, read, (int)t->committed_read_ms);
+        hc_stage_loop_beat(&s1->loop);
+        bool again = false;
+        for (int i = 0; i < list->cnt && !rerr; i++) {
+            rd_kafka_topic_partition_t *tp = &read->elems[i];
+            if (known[i]) {
+                continue;
             }
-            s1->deferred = grown;
-            s1->deferred_cap = cap;
+            if (tp->err) {
+                rerr = tp->err;
+                break;
+            }
+            int64_t committed = tp->offset >= 0 ? tp->offset : HC_OFFSET_NONE;
+            int64_t low = 0, high = 0;
+            if (committed == HC_OFFSET_NONE) {
+                answers[i]++;
+                rerr = rd_kafka_query_watermark_offsets(consumer, tp->topic, tp->partition, &low,
+                                                        &high, (int)t->committed_read_ms);
+                if (rerr) {
+                    break;
+                }
+            } else {
+                high = low = committed; /* within its log as far as this decision goes: an
+                                         * offset out of range is the consumer's
+                                         * auto.offset.reset=earliest, as before */
+            }
+            hc_start_decision_t how =
+                hc_start_decide(committed, low, high, answers[i], t->committed_read_attempts);
+            if (how == HC_START_ASK_AGAIN) {
+                again = true;
+                continue;
+            }
+            known[i] = true;
+            list->elems[i].offset =
+                how == HC_START_COMMITTED ? committed : RD_KAFKA_OFFSET_BEGINNING;
+            if (answers[i] > 1 || (answers[i] > 0 && committed != HC_OFFSET_NONE)) {
+                /* a confirmed "none" on a partition with records, or an offset found after a
+                 * read that said none */
+                hc_log_event(
+                    committed != HC_OFFSET_NONE ? HC_LOG_WARN : HC_LOG_INFO, s1->loop.name,
+                    "start_offset", HC_LOG_STR("topic", tp->topic),
+                    HC_LOG_INT("partition", tp->partition),
+                    HC_LOG_STR("start", hc_start_decision_name(how)),
+                    HC_LOG_INT("committed_offset", committed == HC_OFFSET_NONE ? -1 : committed),
+                    HC_LOG_INT("log_start", low), HC_LOG_INT("log_end", high),
+                    HC_LOG_INT("answers_none", answers[i]));
+            }
         }
-        d = &s1->deferred[s1->deferred_n++];
-    }
-    *d = (struct deferred_start){.partition = partition, .answers = answers, .due_ms = hc_now_ms()};
-    return HC_OK;
-}
-
-/* Starts the partitions of `list` whose committed offset was read (list's offsets, errors per
- * partition, rerr for the whole read) and is known: each element's offset is set to where it
- * starts. The others (none committed, or the read failed) are paused at the first offset and
- * deferred. The caller has assigned or sought the list. */
-static hc_err_t hold_unknown_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *list,
-                                    rd_kafka_resp_err_t rerr, char *errstr, size_t errstr_size)
-{
-    rd_kafka_topic_partition_list_t *held = rd_kafka_topic_partition_list_new(list->cnt);
-    hc_err_t err = HC_OK;
-    for (int i = 0; i < list->cnt && err == HC_OK; i++) {
-        rd_kafka_topic_partition_t *tp = &list->elems[i];
-        if (!rerr && !tp->err && tp->offset >= 0) {
-            continue;
+        rd_kafka_topic_partition_list_destroy(read);
+        hc_stage_loop_beat(&s1->loop);
+        if (rerr) {
+            hc_errstr_set(errstr, errstr_size, "reading committed offsets: %s",
+                          rd_kafka_err2str(rerr));
+            continue; /* asked again after the back-off, within the attempts */
         }
-        bool said_none = !rerr && !tp->err;
-        tp->offset = RD_KAFKA_OFFSET_BEGINNING; /* a placeholder: paused, it fetches nothing */
-        tp->err = RD_KAFKA_RESP_ERR_NO_ERROR;
-        rd_kafka_topic_partition_list_add(held, tp->topic, tp->partition);
-        err = defer_start(s1, tp->partition, said_none ? 1 : 0, errstr, errstr_size);
+        if (!again) {
+            err = HC_OK;
+            break;
+        }
     }
-    if (held->cnt > 0) {
-        rd_kafka_pause_partitions(s1->loop.consumer, held);
+    if (err != HC_OK && errstr && !errstr[0]) {
+        hc_errstr_set(errstr, errstr_size, "committed offsets not confirmed");
     }
-    rd_kafka_topic_partition_list_destroy(held);
+    free(answers);
+    free(known);
     return err;
 }
 
-/* Partitions given to stage 1 start at their committed offsets, read here rather than by the
- * consumer, so that an answer of "none" for a partition with records is asked again before
- * the partition is read from its first record (hotcount/start_offset.h). Such partitions are
- * assigned paused and started by start_deferred. */
+/* Partitions given to stage 1 start where read_starts says, read here rather than by the
+ * consumer, so that an answer of "none" for a partition with records is asked again before the
+ * partition is read from its first record (hotcount/start_offset.h). When the reads fail
+ * throughout, the partitions are handed to the consumer without offsets, which reads them from
+ * the group coordinator itself (and retries), as before. */
 static hc_err_t on_assign(void *stage, rd_kafka_t *consumer,
                           const rd_kafka_topic_partition_list_t *partitions, char *errstr,
                           size_t errstr_size)
 {
     hc_stage1_t *s1 = stage;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_copy(partitions);
-    rd_kafka_resp_err_t rerr =
-        rd_kafka_committed(consumer, list, (int)s1->cfg->timeouts.committed_read_ms);
-    hc_stage_loop_beat(&s1->loop);
-    rd_kafka_topic_partition_list_t *unknown = rd_kafka_topic_partition_list_copy(list);
-    for (int i = 0; i < list->cnt; i++) {
-        if (rerr || list->elems[i].err || list->elems[i].offset < 0) {
-            list->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING; /* paused right after */
-            list->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    char why[256] = "";
+    hc_err_t err = read_starts(s1, list, why, sizeof(why));
+    if (err == HC_ERR_TRANSIENT) {
+        hc_log(HC_LOG_WARN, s1->loop.name, "%s; the consumer reads them itself", why);
+        for (int i = 0; i < list->cnt; i++) {
+            list->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
         }
+        err = HC_OK;
+    } else if (err != HC_OK) {
+        hc_errstr_set(errstr, errstr_size, "%s", why);
     }
-    hc_err_t err = hc_kafka_assign_add(consumer, list, errstr, errstr_size);
     if (err == HC_OK) {
-        err = hold_unknown_starts(s1, unknown, rerr, errstr, errstr_size);
+        err = hc_kafka_assign_add(consumer, list, errstr, errstr_size);
     }
-    rd_kafka_topic_partition_list_destroy(unknown);
     rd_kafka_topic_partition_list_destroy(list);
     return err;
-}
-
-/* Decides, for each deferred partition that is due, where it starts, and starts it there: its
- * committed offset read again and the partition's first and end offsets (start_offset.h). Waits
- * while a window commits or rewinds (the rewind defers what it cannot place itself). */
-static hc_err_t start_deferred(hc_stage1_t *s1, int64_t now, char *errstr, size_t errstr_size)
-{
-    if (s1->state != HC_STAGE1_IDLE && s1->state != HC_STAGE1_OPEN) {
-        return HC_OK;
-    }
-    const hc_timeouts_t *t = &s1->cfg->timeouts;
-    for (size_t i = 0; i < s1->deferred_n;) {
-        struct deferred_start *d = &s1->deferred[i];
-        if (d->due_ms > now) {
-            i++;
-            continue;
-        }
-        int32_t p = d->partition;
-        rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
-        rd_kafka_topic_partition_list_add(list, s1->cfg->topic_raw, p);
-        rd_kafka_resp_err_t rerr =
-            rd_kafka_committed(s1->loop.consumer, list, (int)t->committed_read_ms);
-        if (!rerr) {
-            rerr = list->elems[0].err;
-        }
-        int64_t low = 0, high = 0;
-        if (!rerr) {
-            rerr = rd_kafka_query_watermark_offsets(s1->loop.consumer, s1->cfg->topic_raw, p, &low,
-                                                    &high, (int)t->committed_read_ms);
-        }
-        hc_stage_loop_beat(&s1->loop);
-        if (rerr) {
-            hc_log(HC_LOG_WARN, s1->loop.name, "where %s/%" PRId32 " starts: %s; asking again",
-                   s1->cfg->topic_raw, p, rd_kafka_err2str(rerr));
-            d->due_ms = now + hc_timeouts_backoff_ms(t, d->failures++);
-            rd_kafka_topic_partition_list_destroy(list);
-            i++;
-            continue;
-        }
-        int64_t committed = list->elems[0].offset >= 0 ? list->elems[0].offset : HC_OFFSET_NONE;
-        int answers = d->answers + (committed == HC_OFFSET_NONE);
-        hc_start_decision_t how =
-            hc_start_decide(committed, low, high, answers, t->committed_read_attempts);
-        if (how == HC_START_ASK_AGAIN) {
-            d->answers = answers;
-            d->due_ms = now + hc_timeouts_backoff_ms(t, answers - 1);
-            rd_kafka_topic_partition_list_destroy(list);
-            i++;
-            continue;
-        }
-        /* a found offset after a "none", and records skipped or gone, are worth a warning */
-        bool odd = how != HC_START_FIRST || (answers > 0 && committed != HC_OFFSET_NONE);
-        hc_log_event(odd ? HC_LOG_WARN : HC_LOG_INFO, s1->loop.name, "start_offset",
-                     HC_LOG_STR("topic", s1->cfg->topic_raw), HC_LOG_INT("partition", p),
-                     HC_LOG_STR("start", hc_start_decision_name(how)),
-                     HC_LOG_INT("committed_offset", committed == HC_OFFSET_NONE ? -1 : committed),
-                     HC_LOG_INT("log_start", low), HC_LOG_INT("log_end", high),
-                     HC_LOG_INT("answers_none", answers));
-        list->elems[0].offset = how == HC_START_COMMITTED ? committed : RD_KAFKA_OFFSET_BEGINNING;
-        hc_stage_loop_forget_list(&s1->loop, list);
-        hc_err_t err = hc_kafka_reposition(s1->loop.consumer, list, (int)t->committed_read_ms,
-                                           errstr, errstr_size);
-        if (err == HC_OK) {
-            rd_kafka_resume_partitions(s1->loop.consumer, list);
-        }
-        rd_kafka_topic_partition_list_destroy(list);
-        if (err != HC_OK) {
-            return err;
-        }
-        *d = s1->deferred[--s1->deferred_n]; /* i now holds the last one: look at it */
-    }
-    return HC_OK;
 }
 
 /* Rewinds every assigned partition to its committed offset (hc_kafka_reposition: a seek, under
@@ -1026,28 +970,14 @@ static hc_err_t rewind_consumer(hc_stage1_t *s1, char *errstr, size_t errstr_siz
         hc_errstr_set(errstr, errstr_size, "assignment: %s", rd_kafka_err2str(rerr));
         return HC_ERR_FATAL;
     }
-    hc_err_t err = HC_OK;
-    for (int attempt = 0; assigned->cnt > 0; attempt++) {
-        rerr = rd_kafka_committed(consumer, assigned, (int)t->committed_read_ms);
-        if (!rerr) {
-            /* a partition the read found nothing for (or failed on) waits paused, as at an
-             * assignment: its "none" is asked again before it is read from its first record */
-            err = hold_unknown_starts(s1, assigned, rerr, errstr, errstr_size);
-            /* what the loop holds was fetched from past the aborted window */
-            hc_stage_loop_forget_list(&s1->loop, assigned);
-            if (err == HC_OK) {
-                err = hc_kafka_reposition(consumer, assigned, (int)t->committed_read_ms, errstr,
-                                          errstr_size);
-            }
-            break;
-        }
-        if (attempt + 1 >= t->committed_read_attempts) {
-            hc_errstr_set(errstr, errstr_size, "reading committed offsets (%d attempts): %s",
-                          attempt + 1, rd_kafka_err2str(rerr));
-            err = HC_ERR_FATAL;
-            break;
-        }
-        hc_stage_loop_pause(&s1->loop, NULL, hc_timeouts_backoff_ms(t, attempt));
+    hc_err_t err = assigned->cnt > 0 ? read_starts(s1, assigned, errstr, errstr_size) : HC_OK;
+    if (err == HC_OK && assigned->cnt > 0) {
+        /* what the loop holds was fetched from past the aborted window */
+        hc_stage_loop_forget_list(&s1->loop, assigned);
+        err =
+            hc_kafka_reposition(consumer, assigned, (int)t->committed_read_ms, errstr, errstr_size);
+    } else if (err == HC_ERR_TRANSIENT) {
+        err = HC_ERR_FATAL; /* as before: the committed offsets unreadable through every attempt */
     }
     rd_kafka_topic_partition_list_destroy(assigned);
     return err;
@@ -1308,9 +1238,6 @@ static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *pa
     } else if (s1->state == HC_STAGE1_OPEN) {
         err = close_window(s1, errstr, errstr_size);
     }
-    for (int i = 0; i < partitions->cnt; i++) {
-        deferred_drop(s1, partitions->elems[i].partition); /* the next owner reads its start */
-    }
     bool some_stay = hc_stage_loop_assigned(&s1->loop) > partitions->cnt;
     if (err == HC_OK && some_stay && s1->state == HC_STAGE1_REWINDING) {
         return HC_OK;
@@ -1321,11 +1248,7 @@ static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *pa
 static int64_t on_due_ms(void *stage)
 {
     const hc_stage1_t *s1 = stage;
-    int64_t due = s1->state == HC_STAGE1_OPEN ? s1->window_due_ms : INT64_MAX;
-    for (size_t i = 0; i < s1->deferred_n; i++) {
-        due = s1->deferred[i].due_ms < due ? s1->deferred[i].due_ms : due;
-    }
-    return due;
+    return s1->state == HC_STAGE1_OPEN ? s1->window_due_ms : INT64_MAX;
 }
 
 /* After every poll: a due window is closed, an aborted one rewound. */
@@ -1338,12 +1261,6 @@ static hc_err_t on_tick(void *stage, int64_t now_ms, bool idle, char *errstr, si
     }
     if (s1->state == HC_STAGE1_OPEN && now_ms >= s1->window_due_ms) {
         return close_window(s1, errstr, errstr_size);
-    }
-    if (s1->deferred_n > 0) {
-        hc_err_t err = start_deferred(s1, now_ms, errstr, errstr_size);
-        if (err != HC_OK) {
-            return err;
-        }
     }
     if (s1->state == HC_STAGE1_REWINDING) {
         return act(s1, HC_STAGE1_REWIND, rewind_consumer(s1, errstr, errstr_size), errstr,
@@ -1380,10 +1297,6 @@ static hc_err_t on_recover(void *stage, int32_t partition, char *why, size_t why
         hc_errstr_set(why, why_size, "in the open window, which commits within flush.ms");
         return HC_ERR_TRANSIENT;
     }
-    if (deferred_find(s1, partition)) {
-        hc_errstr_set(why, why_size, "paused until its committed offset is read again");
-        return HC_ERR_TRANSIENT;
-    }
     if (!hc_kafka_may_reassign(s1->loop.consumer)) {
         hc_errstr_set(why, why_size, "assignment lost");
         return HC_ERR_TRANSIENT;
@@ -1391,16 +1304,8 @@ static hc_err_t on_recover(void *stage, int32_t partition, char *why, size_t why
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, s1->cfg->topic_raw, partition);
     const hc_timeouts_t *t = &s1->cfg->timeouts;
-    hc_err_t err = HC_ERR_TRANSIENT;
-    rd_kafka_resp_err_t rerr =
-        rd_kafka_committed(s1->loop.consumer, list, (int)t->committed_read_ms);
-    hc_stage_loop_beat(&s1->loop);
-    if (rerr) {
-        hc_errstr_set(why, why_size, "reading its committed offset: %s", rd_kafka_err2str(rerr));
-    } else {
-        if (list->elems[0].offset < 0) {
-            list->elems[0].offset = RD_KAFKA_OFFSET_BEGINNING; /* nothing committed yet */
-        }
+    hc_err_t err = read_starts(s1, list, why, why_size); /* as at an assignment */
+    if (err == HC_OK) {
         hc_stage_loop_forget_list(&s1->loop, list);
         err =
             hc_kafka_reposition(s1->loop.consumer, list, (int)t->committed_read_ms, why, why_size);
@@ -1416,9 +1321,7 @@ static void on_describe(void *stage, int32_t partition, char *buf, size_t size)
 {
     hc_stage1_t *s1 = stage;
     snprintf(buf, size, "%s%s", hc_stage1_state_name(s1->state),
-             deferred_find(s1, partition)             ? ", paused until its start is known"
-             : hc_manifest_range(&s1->win, partition) ? ", in the window"
-                                                      : "");
+             hc_manifest_range(&s1->win, partition) ? ", in the window" : "");
 }
 
 static const hc_stage_loop_ops_t stage1_ops = {
