@@ -18,6 +18,8 @@
 #define REPAIR_CHUNK 1000
 /* distinct posts a repair holds before publishing them */
 #define REPAIR_KEYS 65536
+/* the bound on one read of the marks (hc_changelog_ranges) */
+#define CHANGELOG_MARKS_READ_MS 1000
 
 struct hc_changelog {
     const hc_config_t *cfg;
@@ -367,12 +369,19 @@ hc_err_t hc_changelog_ranges(hc_changelog_t *cl, rd_kafka_t *consumer, const int
                              size_t *range_count_out, char *errstr, size_t errstr_size)
 {
     *range_count_out = 0;
+    /* A predecessor of this instance (a killed process restarted with the same instance.id) may
+     * have left a transaction open with marks in it: the marks read as unstable (the read below
+     * waits) until it ends. This producer's init_transactions ends it now, instead of the
+     * transaction timeout a minute later. */
+    (void)ready(cl);
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)count + 1);
     for (size_t i = 0; i < count; i++) {
         rd_kafka_topic_partition_list_add(list, cl->cfg->topic_partials, partitions[i]);
     }
-    rd_kafka_resp_err_t err =
-        rd_kafka_committed(consumer, list, (int)cl->cfg->timeouts.committed_read_ms);
+    /* Bounded short: while another instance's transaction holds the marks unstable, the read
+     * waits, and stage 2 commits nothing meanwhile; the repair is tried again after a back-off
+     * while the batches go on (RELIABILITY.md, F2). */
+    rd_kafka_resp_err_t err = rd_kafka_committed(consumer, list, CHANGELOG_MARKS_READ_MS);
     if (err) {
         hc_errstr_set(errstr, errstr_size, "reading changelog marks: %s", rd_kafka_err2str(err));
         repair_failed(cl, errstr);
