@@ -20,6 +20,8 @@
 #include "hotcount/hotkeys_scrape.h"
 #include "hotcount/kafka.h"
 #include "hotcount/log.h"
+#include "hotcount/metric_defs.h"
+#include "hotcount/prom_text.h"
 #include "hotcount/redact.h"
 #include "hotcount/store.h"
 #include "hotcount/timeouts.h"
@@ -118,52 +120,19 @@ static json_t *members_json(const hc_group_desc_t *desc, bool *assigned, int cou
     return arr;
 }
 
-/* The value of the sample `name{labels}` (labels "" for none) in a Prometheus text, or -1. */
-static double metric_value(const char *text, const char *name, const char *labels)
+/* The value of the sample `name{labels}` (labels "" for none, else exactly as rendered) in a
+ * Prometheus text, or -1. */
+static double metric_value(const char *text, hc_metric_id_t id, const char *labels)
 {
-    char want[160];
-    snprintf(want, sizeof(want), "%s%s%s%s ", name, *labels ? "{" : "", labels, *labels ? "}" : "");
-    size_t wl = strlen(want);
-    for (const char *line = text; line && *line;) {
-        if (strncmp(line, want, wl) == 0) {
-            return strtod(line + wl, NULL);
+    size_t ll = strlen(labels);
+    hc_prom_sample_t smp;
+    for (const char *pos = text; hc_prom_next(&pos, &smp);) {
+        if (hc_prom_is(&smp, hc_metric_defs[id].name) && smp.labels_len == ll &&
+            memcmp(smp.labels, labels, ll) == 0) {
+            return smp.value;
         }
-        line = strchr(line, '\n');
-        line = line ? line + 1 : NULL;
     }
     return -1;
-}
-
-/* A label's value in a sample line (escapes undone), or false when absent. */
-static bool label_value(const char *line, const char *name, char *out, size_t out_size)
-{
-    char want[64];
-    snprintf(want, sizeof(want), "%s=\"", name);
-    size_t wl = strlen(want);
-    /* Within the line's label set only: the page is untrusted, and searching to the end of the
-     * text from every line is quadratic in the page (issue 25, item 8). */
-    const char *eol = strchr(line, '\n');
-    size_t line_len = eol ? (size_t)(eol - line) : strlen(line);
-    const char *end_of_labels = memchr(line, '}', line_len);
-    const char *stop = end_of_labels ? end_of_labels : line + line_len;
-    for (const char *at = memmem(line, (size_t)(stop - line), want, wl); at;
-         at = memmem(at + 1, (size_t)(stop - at - 1), want, wl)) {
-        if (at != line && at[-1] != '{' && at[-1] != ',') {
-            continue; /* the tail of another label's name */
-        }
-        size_t n = 0;
-        for (const char *c = at + strlen(want); *c && *c != '"' && *c != '\n'; c++) {
-            if (*c == '\\' && c[1]) {
-                c++;
-            }
-            if (n + 1 < out_size) {
-                out[n++] = *c == 'n' && c[-1] == '\\' ? '\n' : *c;
-            }
-        }
-        out[n] = '\0';
-        return true;
-    }
-    return false;
 }
 
 /* The stage's partitions standing still now: each hotcount_partition_stalled sample of its
@@ -171,22 +140,21 @@ static bool label_value(const char *line, const char *name, char *out, size_t ou
 static json_t *stalled_partitions(const char *text, const char *label)
 {
     json_t *arr = json_array();
-    char prefix[80];
-    snprintf(prefix, sizeof(prefix), "hotcount_partition_stalled{stage=\"%s\",", label);
-    for (const char *line = text; line && *line;) {
-        if (strncmp(line, prefix, strlen(prefix)) == 0) {
-            char topic[256] = "";
-            char partition[32] = "";
-            char state[128] = "";
-            label_value(line, "topic", topic, sizeof(topic));
-            label_value(line, "partition", partition, sizeof(partition));
-            label_value(line, "state", state, sizeof(state));
-            json_array_append_new(arr, json_pack("{s:s,s:I,s:s}", "topic", topic, "partition",
-                                                 (json_int_t)strtol(partition, NULL, 10), "state",
-                                                 state));
+    hc_prom_sample_t smp;
+    for (const char *pos = text; hc_prom_next(&pos, &smp);) {
+        if (!hc_prom_is(&smp, hc_metric_defs[HC_M_PARTITION_STALLED].name) ||
+            !hc_prom_has_label(&smp, "stage", label)) {
+            continue;
         }
-        line = strchr(line, '\n');
-        line = line ? line + 1 : NULL;
+        char topic[256] = "";
+        char partition[32] = "";
+        char state[128] = "";
+        hc_prom_label(&smp, "topic", topic, sizeof(topic), NULL);
+        hc_prom_label(&smp, "partition", partition, sizeof(partition), NULL);
+        hc_prom_label(&smp, "state", state, sizeof(state), NULL);
+        json_array_append_new(arr,
+                              json_pack("{s:s,s:I,s:s}", "topic", topic, "partition",
+                                        (json_int_t)strtol(partition, NULL, 10), "state", state));
     }
     return arr;
 }
@@ -206,9 +174,9 @@ static json_t *metrics_json(const char *stage, const char *label, const char *ad
     }
     char lbl[32];
     snprintf(lbl, sizeof(lbl), "stage=\"%s\"", label);
-    double ready = metric_value(text, "hotcount_ready", "");
-    double unflushed = metric_value(text, "hotcount_unflushed_input_seconds", lbl);
-    double assigned = metric_value(text, "hotcount_assigned_partitions", lbl);
+    double ready = metric_value(text, HC_M_READY, "");
+    double unflushed = metric_value(text, HC_M_UNFLUSHED_INPUT_SECONDS, lbl);
+    double assigned = metric_value(text, HC_M_ASSIGNED_PARTITIONS, lbl);
     json_t *stalled = stalled_partitions(text, label);
     free(text);
     if (unflushed > o->max_age) {

@@ -12,79 +12,39 @@
 #include <unistd.h>
 
 #include "hotcount/clock.h"
+#include "hotcount/metric_defs.h"
+#include "hotcount/prom_text.h"
 
-#define METRIC "hotcount_hot_key_events_per_second"
 #define MAX_BODY (4 << 20) /* a metrics page is tens of KiB; refuse anything absurd */
 /* A rate is a count per second: anything past this (or NaN, or negative) is a broken or hostile
  * endpoint, not a hot key. */
 #define MAX_RATE 1e15
 
-/* Unescapes a label value (\\, \", \n) up to its closing quote; returns the byte after it,
- * or NULL when the line ends first. Never past the line: the page is untrusted, and a page of
- * lines that open a label and never close it cost a scan to the end of the text from every
- * line before (issue 25, item 8). */
-static const char *parse_label(const char *p, hc_scraped_hotkey_t *k)
-{
-    k->post_id_len = 0;
-    while (*p && *p != '"' && *p != '\n') {
-        char c = *p++;
-        if (c == '\\' && *p && *p != '\n') {
-            c = *p == 'n' ? '\n' : *p;
-            p++;
-        }
-        if (k->post_id_len < HC_POST_ID_MAX) {
-            k->post_id[k->post_id_len++] = c;
-        }
-    }
-    k->post_id[k->post_id_len] = '\0';
-    return *p == '"' ? p + 1 : NULL;
-}
-
-/* ,source="..." after the post id, if there: copied (cut to fit), returns the byte after it. */
-static const char *parse_source(const char *p, hc_scraped_hotkey_t *k)
-{
-    static const char lab[] = ",source=\"";
-    k->source[0] = '\0';
-    if (!p || strncmp(p, lab, sizeof(lab) - 1) != 0) {
-        return p;
-    }
-    p += sizeof(lab) - 1;
-    size_t n = 0;
-    while (*p && *p != '"' && *p != '\\' && *p != '\n') {
-        if (n + 1 < sizeof(k->source)) {
-            k->source[n++] = *p;
-        }
-        p++;
-    }
-    k->source[n] = '\0';
-    return *p == '"' ? p + 1 : NULL;
-}
-
 size_t hc_hotkeys_parse_family(const char *text, const char *family, hc_scraped_hotkey_t *out,
                                size_t max)
 {
-    size_t n = 0, flen = strlen(family);
-    for (const char *line = text; line && *line && n < max;) {
-        const char *eol = strchr(line, '\n');
-        if (strncmp(line, family, flen) == 0 && strncmp(line + flen, "{post_id=\"", 10) == 0) {
-            const char *p = parse_source(parse_label(line + flen + 10, &out[n]), &out[n]);
-            if (p && *p == '}' && p[1] == ' ') {
-                char *end;
-                double v = strtod(p + 2, &end);
-                if (end != p + 2 && isfinite(v) && v >= 0) {
-                    out[n].events_per_second = v < MAX_RATE ? v : MAX_RATE;
-                    n++;
-                }
-            }
+    size_t n = 0;
+    hc_prom_sample_t smp;
+    for (const char *pos = text; n < max && hc_prom_next(&pos, &smp);) {
+        hc_scraped_hotkey_t *k = &out[n];
+        if (!hc_prom_is(&smp, family) ||
+            !hc_prom_label(&smp, "post_id", k->post_id, sizeof(k->post_id), &k->post_id_len) ||
+            !isfinite(smp.value) || smp.value < 0) {
+            continue;
         }
-        line = eol ? eol + 1 : NULL;
+        if (!hc_prom_label(&smp, "source", k->source, sizeof(k->source), NULL)) {
+            k->source[0] = '\0';
+        }
+        k->events_per_second = smp.value < MAX_RATE ? smp.value : MAX_RATE;
+        n++;
     }
     return n;
 }
 
 size_t hc_hotkeys_parse(const char *text, hc_scraped_hotkey_t *out, size_t max)
 {
-    return hc_hotkeys_parse_family(text, METRIC, out, max);
+    return hc_hotkeys_parse_family(text, hc_metric_defs[HC_M_HOT_KEY_EVENTS_PER_SECOND].name, out,
+                                   max);
 }
 
 static int remaining_ms(int64_t deadline)

@@ -16,7 +16,9 @@
 
 #include "hotcount/clock.h"
 #include "hotcount/hotkeys_scrape.h"
+#include "hotcount/metric_defs.h"
 #include "hotcount/metrics.h"
+#include "hotcount/prom_text.h"
 #include "hotcount/table.h"
 
 #define MAX_STAGES 64
@@ -83,6 +85,9 @@ struct hc_serve_stats {
     pthread_t thread;
 };
 
+/* A stage metric's name, from the registry (hotcount/metric_defs.h). */
+#define NAME(id) (hc_metric_defs[id].name)
+
 double hc_serve_stats_clamp(double v)
 {
     /* jansson integers are int64: a double at or past 2^63 does not convert (undefined
@@ -98,48 +103,21 @@ double hc_serve_stats_clamp(double v)
 
 double hc_serve_stats_sum(const char *text, const char *name, const char *label, int *found)
 {
-    size_t name_len = strlen(name);
+    size_t lab_len = label ? strlen(label) : 0;
     double sum = 0;
     *found = 0;
-    for (const char *line = text; line && *line;) {
-        const char *eol = strchr(line, '\n');
-        size_t line_len = eol ? (size_t)(eol - line) : strlen(line);
-        if (line[0] != '#' && strncmp(line, name, name_len) == 0 &&
-            (line[name_len] == ' ' || line[name_len] == '{')) {
-            const char *value = line + name_len;
-            bool match = label == NULL;
-            if (*value == '{') {
-                /* label values are escaped, so the first "} " after the name ends the set;
-                 * looked for within the line only: a page of lines without one cost a scan to
-                 * the end of the text from every line before (issue 25, item 8) */
-                const char *close = memmem(value, (size_t)(line + line_len - value), "} ", 2);
-                if (!close) {
-                    goto next;
-                }
-                if (label) {
-                    size_t lab_len = strlen(label);
-                    for (const char *p = value; p + lab_len <= close; p++) {
-                        if (memcmp(p, label, lab_len) == 0) {
-                            match = true;
-                            break;
-                        }
-                    }
-                }
-                value = close + 1;
-            }
-            if (match) {
-                char *end;
-                double v = strtod(value + 1, &end);
-                /* NaN and infinities are no counts: skipped, so one absurd sample cannot make
-                 * the sum meaningless; huge finite values are clamped. */
-                if (end != value + 1 && isfinite(v)) {
-                    sum = hc_serve_stats_clamp(sum + hc_serve_stats_clamp(v));
-                    *found = 1;
-                }
-            }
+    hc_prom_sample_t smp;
+    for (const char *pos = text; hc_prom_next(&pos, &smp);) {
+        if (!hc_prom_is(&smp, name) ||
+            (label && !memmem(smp.labels, smp.labels_len, label, lab_len))) {
+            continue;
         }
-    next:
-        line = eol ? eol + 1 : NULL;
+        /* NaN and infinities are no counts: skipped, so one absurd sample cannot make the sum
+         * meaningless; huge finite values are clamped. */
+        if (isfinite(smp.value)) {
+            sum = hc_serve_stats_clamp(sum + hc_serve_stats_clamp(smp.value));
+            *found = 1;
+        }
     }
     return sum;
 }
@@ -298,20 +276,19 @@ void hc_serve_stats_ingest(hc_serve_stats_t *s, size_t i, const char *text, cons
             free(set);
             return; /* out of memory: the stage keeps its last sample */
         }
-        r.events_in = hc_serve_stats_sum(text, "hotcount_events_total", NULL, &r.have_events);
+        r.events_in = hc_serve_stats_sum(text, NAME(HC_M_EVENTS), NULL, &r.have_events);
         r.store_writes =
-            hc_serve_stats_sum(text, "hotcount_store_keys_written_total", NULL, &r.have_writes);
-        r.events_stored =
-            hc_serve_stats_sum(text, "hotcount_events_stored_total", NULL, &r.have_stored);
-        r.lag = hc_serve_stats_sum(text, "hotcount_consumer_lag", NULL, &r.have_lag);
+            hc_serve_stats_sum(text, NAME(HC_M_STORE_KEYS_WRITTEN), NULL, &r.have_writes);
+        r.events_stored = hc_serve_stats_sum(text, NAME(HC_M_EVENTS_STORED), NULL, &r.have_stored);
+        r.lag = hc_serve_stats_sum(text, NAME(HC_M_CONSUMER_LAG), NULL, &r.have_lag);
         r.inst1 =
-            hc_serve_stats_sum(text, "hotcount_stage_instances", "stage=\"1\"", &r.have_inst1);
+            hc_serve_stats_sum(text, NAME(HC_M_STAGE_INSTANCES), "stage=\"1\"", &r.have_inst1);
         r.inst2 =
-            hc_serve_stats_sum(text, "hotcount_stage_instances", "stage=\"2\"", &r.have_inst2);
-        r.enter = hc_serve_stats_sum(text, "hotcount_hotkeys_enter_rate", NULL, &r.have_enter);
-        r.leave = hc_serve_stats_sum(text, "hotcount_hotkeys_leave_rate", NULL, &r.have_leave);
+            hc_serve_stats_sum(text, NAME(HC_M_STAGE_INSTANCES), "stage=\"2\"", &r.have_inst2);
+        r.enter = hc_serve_stats_sum(text, NAME(HC_M_HOTKEYS_ENTER_RATE), NULL, &r.have_enter);
+        r.leave = hc_serve_stats_sum(text, NAME(HC_M_HOTKEYS_LEAVE_RATE), NULL, &r.have_leave);
         n = hc_hotkeys_parse(text, keys, HOT_PER_STAGE);
-        set_n = hc_hotkeys_parse_family(text, "hotcount_hot_post_events_per_second", set,
+        set_n = hc_hotkeys_parse_family(text, NAME(HC_M_HOT_POST_EVENTS_PER_SECOND), set,
                                         HOT_PER_STAGE);
     }
     pthread_mutex_lock(&s->lock);
