@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hotcount/siphash.h"
+
 int hc_store_post_id_cmp(const char *a, size_t a_len, const char *b, size_t b_len)
 {
     int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
@@ -145,7 +147,11 @@ static void seen_place(hc_store_seen_slot_t *slots, size_t cap, const hc_store_s
 
 bool hc_store_seen_add(hc_store_seen_t *s, const char *id, size_t len, bool *fresh)
 {
-    uint64_t hash = hc_store_fnv1a64(HC_STORE_FNV1A64_BASIS, id, len);
+    /* Keyed: the ids are whatever producers and writers to likes.partials chose, and with an
+     * unkeyed hash (FNV-1a 64 before issue 25, item 6) ids sharing their low bits are computed
+     * offline and make every add probe the whole run: quadratic, under serve's store lock. */
+    hc_hash_key_t key = hc_hash_process_key();
+    uint64_t hash = hc_siphash13(&key, id, len);
     size_t i;
 
     hash = hash == 0 ? 1 : hash; /* 0 marks an empty slot */
@@ -167,6 +173,7 @@ bool hc_store_seen_add(hc_store_seen_t *s, const char *id, size_t len, bool *fre
         s->cap = cap;
     }
     for (i = (size_t)hash & (s->cap - 1); s->slots[i].hash != 0; i = (i + 1) & (s->cap - 1)) {
+        s->probes++;
         if (s->slots[i].hash == hash && s->slots[i].len == len &&
             memcmp(s->arena + s->slots[i].off, id, len) == 0) {
             *fresh = false;

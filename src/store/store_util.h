@@ -1,7 +1,7 @@
 /* Layer: store (private to src/store/). What the backends share, written once: the order of post
  * ids, sorting and merging a batch's deltas, a top-N heap over a scan, a set of post ids seen by
- * a scan, FNV-1a and percent-decoding. Plain functions on the caller's memory: no I/O, no
- * server library, any thread (each call on its own data). */
+ * a scan (keyed hash), FNV-1a (for ids, not tables) and percent-decoding. Plain functions on the
+ * caller's memory: no I/O, no server library, any thread (each call on its own data). */
 #ifndef HOTCOUNT_STORE_UTIL_H
 #define HOTCOUNT_STORE_UTIL_H
 
@@ -50,14 +50,18 @@ size_t hc_store_top_finish(hc_store_top_t *top);
 
 #define HC_STORE_FNV1A64_BASIS 14695981039346656037ULL
 
-/* FNV-1a 64-bit over len bytes, continuing from h (HC_STORE_FNV1A64_BASIS to start). */
+/* FNV-1a 64-bit over len bytes, continuing from h (HC_STORE_FNV1A64_BASIS to start). Unkeyed:
+ * for ids compared for equality (DynamoDB's batch id), never to index a table keyed by
+ * untrusted input (tests/hostile/hash_seeding.py fails on such a use). */
 uint64_t hc_store_fnv1a64(uint64_t h, const void *data, size_t len);
 
 /* ---- a set of post ids ---- */
 
-/* The post ids a scan has reported (a Redis SCAN may return a key twice): open addressing over
- * FNV-1a hashes, the ids themselves in one arena so that equal hashes are settled by their bytes.
- * Zero-initialise; it grows with the ids added (one scan's distinct ids: bounded by the store). */
+/* The post ids a scan has reported (a Redis SCAN may return a key twice) or a batch holds: open
+ * addressing over SipHash-1-3 under the process key (hotcount/siphash.h; the ids are untrusted
+ * input, docs/THREAT-MODEL.md "Seeded hashing"), the ids themselves in one arena so that equal
+ * hashes are settled by their bytes. Zero-initialise; it grows with the ids added (one scan's
+ * distinct ids: bounded by the store). */
 typedef struct hc_store_seen_slot {
     uint64_t hash; /* 0: empty */
     size_t off;
@@ -71,6 +75,7 @@ typedef struct hc_store_seen {
     char *arena; /* owned */
     size_t used;
     size_t size;
+    uint64_t probes; /* occupied slots passed by lookups, all told: what a flood would inflate */
 } hc_store_seen_t;
 
 /* Adds id; *fresh tells whether it was new. false only when out of memory (nothing changed). */

@@ -1,6 +1,7 @@
 /* The backends' shared toolkit (src/store/store_util.h): the post-id order every backend sorts
  * by, the merge of a batch's deltas, the top-N heap against a full sort, the seen-set across its
- * growth, FNV-1a's published vectors and percent-decoding. */
+ * growth and against ids colliding under an unkeyed hash, FNV-1a's published vectors and
+ * percent-decoding. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -132,6 +133,53 @@ static void seen_reports_each_id_once_across_growth(void **state)
     hc_store_seen_fini(&seen); /* twice is harmless */
 }
 
+/* FNV-1a 64, the seen-set's hash before issue 25 (item 6), to compute ids an attacker would. */
+static uint64_t old_hash(const char *p, size_t len)
+{
+    uint64_t h = 14695981039346656037ULL;
+
+    for (size_t i = 0; i < len; i++) {
+        h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* Ids whose FNV-1a 64 hashes share their low 12 bits land in one probe run of any table up to
+ * 4096 slots (the set holds 1 500 ids in 4096): with that hash each add walked the whole run,
+ * about n^2/2 probes (1 124 250 for 1 500 ids). Keyed, they cost what random ids cost. */
+static void seen_resists_ids_colliding_under_fnv1a64(void **state)
+{
+    enum { IDS = 1500 };
+    hc_store_seen_t seen = {0};
+    hc_store_seen_t plain = {0};
+    char id[32];
+    bool fresh;
+    int found = 0;
+
+    (void)state;
+    for (unsigned long c = 0; found < IDS; c++) {
+        int len = snprintf(id, sizeof(id), "flood-%lu", c);
+        if ((old_hash(id, (size_t)len) & 0xfff) != 0x5a5) {
+            continue;
+        }
+        assert_true(hc_store_seen_add(&seen, id, (size_t)len, &fresh));
+        assert_true(fresh);
+        found++;
+    }
+    for (int i = 0; i < IDS; i++) {
+        int len = snprintf(id, sizeof(id), "post-%d", i);
+        assert_true(hc_store_seen_add(&plain, id, (size_t)len, &fresh));
+    }
+    assert_int_equal(seen.count, IDS);
+    print_message("probes: colliding ids %llu, ordinary ids %llu\n",
+                  (unsigned long long)seen.probes, (unsigned long long)plain.probes);
+    /* Half full at most: a few probes per add on average; 10 per add leaves room for chance. */
+    assert_true(seen.probes < 10 * IDS);
+    assert_true(plain.probes < 10 * IDS);
+    hc_store_seen_fini(&seen);
+    hc_store_seen_fini(&plain);
+}
+
 static void percent_decode_decodes_and_refuses_broken_escapes(void **state)
 {
     bool bad = false;
@@ -164,6 +212,7 @@ int main(void)
         cmocka_unit_test(top_holds_fewer_rows_than_n),
         cmocka_unit_test(fnv1a64_matches_the_published_vectors),
         cmocka_unit_test(seen_reports_each_id_once_across_growth),
+        cmocka_unit_test(seen_resists_ids_colliding_under_fnv1a64),
         cmocka_unit_test(percent_decode_decodes_and_refuses_broken_escapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
