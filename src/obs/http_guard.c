@@ -28,10 +28,15 @@
 #define SWEEP_MS 100
 /* Records past the limits, for connections admitted while evicted ones are still closing. */
 #define SLACK 64
+/* Probe connections of one address past its per-address limit (hc_http_limits_t.probe_paths). A
+ * probe needs one connection for a millisecond; two leave room for a liveness and a readiness
+ * probe at once. */
+#define PROBES_PER_IP 2
 
 typedef struct ip_rec {
-    unsigned refs; /* records in use from this address (cut ones included) */
-    unsigned live; /* of those, not cut */
+    unsigned refs;      /* records in use from this address (cut ones included) */
+    unsigned live;      /* of those, not cut */
+    unsigned probation; /* of the live ones, admitted past per_ip for a probe */
     size_t addr_len;
     unsigned char addr[16];
 } ip_rec_t;
@@ -40,6 +45,8 @@ typedef struct conn_rec {
     bool in_use;
     bool cut; /* shut down already */
     bool reserved;
+    bool probation; /* admitted past per_ip: it may ask for a probe path, once */
+    bool probe_ok;  /* on probation, and its request was a probe: no longer evictable */
     int fd;
     int64_t started_ms;
     int64_t deadline_ms;
@@ -53,11 +60,13 @@ struct hc_http_guard {
     pthread_cond_t wake;
     pthread_t sweeper;
     bool stop;
-    conn_rec_t *recs; /* cap + SLACK of them */
-    ip_rec_t *ips;    /* cap + SLACK of them */
-    size_t cap;       /* max_connections + reserve */
-    unsigned open;    /* records in use */
-    unsigned live;    /* of those, not cut */
+    conn_rec_t *recs;   /* cap + SLACK of them */
+    ip_rec_t *ips;      /* cap + SLACK of them */
+    size_t cap;         /* max_connections + reserve */
+    unsigned open;      /* records in use */
+    unsigned live;      /* of those, not cut */
+    unsigned probation; /* of the live ones, on probation */
+    unsigned probation_max;
     uint64_t refused;
     uint64_t timed_out;
     uint64_t evicted;
@@ -101,12 +110,22 @@ static size_t ip_find(const hc_http_guard_t *g, const unsigned char *key, size_t
 }
 
 /* Shuts rec's socket down (libmicrohttpd then closes it) and stops counting it as live. */
+/* rec stops counting as live (cut, or closed by libmicrohttpd). */
+static void unlive(hc_http_guard_t *g, conn_rec_t *r)
+{
+    g->ips[r->ip].live--;
+    g->live--;
+    if (r->probation) {
+        g->ips[r->ip].probation--;
+        g->probation--;
+    }
+}
+
 static void cut(hc_http_guard_t *g, conn_rec_t *r)
 {
     shutdown(r->fd, SHUT_RDWR);
     r->cut = true;
-    g->ips[r->ip].live--;
-    g->live--;
+    unlive(g, r);
 }
 
 static void *sweep(void *opaque)
@@ -152,6 +171,12 @@ hc_err_t hc_http_guard_new(const hc_http_limits_t *limits, const char *name, hc_
     g->lim = *limits;
     snprintf(g->name, sizeof(g->name), "%s", name);
     g->cap = (size_t)limits->max_connections + limits->reserve;
+    /* Probation connections from all addresses together: as many as the reserved slots (a few
+     * probers), and never so many that they eat the slack ordinary admissions need. */
+    g->probation_max = limits->reserve > PROBES_PER_IP ? limits->reserve : PROBES_PER_IP;
+    if (g->probation_max > SLACK / 2) {
+        g->probation_max = SLACK / 2;
+    }
     g->recs = calloc(g->cap + SLACK, sizeof(*g->recs));
     g->ips = calloc(g->cap + SLACK, sizeof(*g->ips));
     if (!g->recs || !g->ips) {
@@ -196,11 +221,42 @@ unsigned hc_http_guard_mhd_limit(const hc_http_guard_t *g, unsigned threads)
     return (unsigned)(g->cap + SLACK) * (threads > 0 ? threads : 1);
 }
 
-/* The accept policy. Over per_ip from one address: refused. Below the total: admitted. At the
- * total: fair share. If some address holds at least two live connections more than the
- * newcomer's address, its oldest connection is evicted to make room; otherwise refused. So an
- * address with few connections (a probe, a scraper, a client behind its own address) always
- * gets in while others hold many, and a flood from a few addresses evicts only its own. */
+/* A newcomer from address me, which holds per_ip ordinary connections already: admitted on
+ * probation when the listener has probe paths and the address fewer than PROBES_PER_IP
+ * probation connections (and the listener fewer than probation_max); otherwise it takes the
+ * place of the address's oldest probation connection that has not yet asked for a probe (a slow
+ * client squatting there), if any. So a prober sharing its address with a flood gets in, and the
+ * flood gains at most PROBES_PER_IP connections, each answering one probe or nothing. */
+static bool admit_on_probation(hc_http_guard_t *g, size_t me)
+{
+    if (g->lim.probe_paths == NULL || g->lim.probe_paths[0] == NULL) {
+        return false;
+    }
+    if (g->ips[me].probation < PROBES_PER_IP && g->probation < g->probation_max) {
+        return true;
+    }
+    conn_rec_t *victim = NULL;
+    for (size_t i = 0; i < g->cap + SLACK; i++) {
+        conn_rec_t *r = &g->recs[i];
+        if (r->in_use && !r->cut && r->ip == me && r->probation && !r->probe_ok &&
+            (!victim || r->started_ms < victim->started_ms)) {
+            victim = r;
+        }
+    }
+    if (!victim) {
+        return false;
+    }
+    cut(g, victim);
+    g->evicted++;
+    return true;
+}
+
+/* The accept policy. Over per_ip ordinary connections from one address: on probation, for a
+ * probe only (admit_on_probation), or refused. Below the total: admitted. At the total: fair
+ * share. If some address holds at least two live connections more than the newcomer's address,
+ * its oldest connection is evicted to make room; otherwise refused. So an address with few
+ * connections (a probe, a scraper, a client behind its own address) always gets in while others
+ * hold many, and a flood from a few addresses evicts only its own. */
 enum MHD_Result hc_http_guard_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     hc_http_guard_t *g = cls;
@@ -211,8 +267,11 @@ enum MHD_Result hc_http_guard_accept(void *cls, const struct sockaddr *addr, soc
     pthread_mutex_lock(&g->lock);
     size_t me = ip_find(g, key, key_len);
     unsigned mine = me == SIZE_MAX ? 0 : g->ips[me].live;
-    if (mine >= g->lim.per_ip || g->open >= g->cap + SLACK) {
+    unsigned ordinary = me == SIZE_MAX ? 0 : mine - g->ips[me].probation;
+    if (g->open >= g->cap + SLACK) {
         ok = false;
+    } else if (ordinary >= g->lim.per_ip) {
+        ok = admit_on_probation(g, me);
     } else if (g->live < g->cap) {
         ok = true;
     } else {
@@ -255,8 +314,7 @@ void hc_http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_
             pthread_mutex_lock(&g->lock);
             ip_rec_t *ip = &g->ips[r->ip];
             if (!r->cut) {
-                ip->live--;
-                g->live--;
+                unlive(g, r);
             }
             ip->refs--;
             r->in_use = false;
@@ -305,13 +363,21 @@ void hc_http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_
         g->ips[ip].addr_len = key_len;
         memcpy(g->ips[ip].addr, key, key_len);
     }
+    /* Decided here, not at accept: connections of the address may have closed since. */
+    bool probation = g->ips[ip].live - g->ips[ip].probation >= g->lim.per_ip;
     g->ips[ip].refs++;
     g->ips[ip].live++;
     int64_t now = hc_now_ms();
     r->in_use = true;
     r->cut = false;
     r->ip = ip;
-    r->reserved = g->live >= g->lim.max_connections;
+    r->probation = probation;
+    r->probe_ok = false;
+    if (probation) {
+        g->ips[ip].probation++;
+        g->probation++;
+    }
+    r->reserved = probation || g->live >= g->lim.max_connections;
     r->fd = fd;
     r->started_ms = now;
     r->deadline_ms = now + (r->reserved ? g->lim.reserve_timeout_ms : g->lim.request_timeout_ms);
@@ -330,7 +396,10 @@ void hc_http_guard_request_done(hc_http_guard_t *g, struct MHD_Connection *conn)
     }
     conn_rec_t *r = info->socket_context;
     pthread_mutex_lock(&g->lock);
-    if (r->in_use) {
+    if (r->in_use && r->probation && !r->cut) {
+        /* one answer per probation connection: its slot is for the next probe */
+        cut(g, r);
+    } else if (r->in_use) {
         r->deadline_ms =
             hc_now_ms() + (r->reserved ? g->lim.reserve_timeout_ms : g->lim.request_timeout_ms);
     }
@@ -406,18 +475,47 @@ static enum MHD_Result collect(void *cls, enum MHD_ValueKind kind, const char *k
     return MHD_YES;
 }
 
+/* Whether target's path (up to a '?') is one of the probe paths. */
+static bool is_probe(const char *const *paths, const char *target)
+{
+    if (paths == NULL || target == NULL) {
+        return false;
+    }
+    size_t len = strcspn(target, "?");
+    for (size_t i = 0; paths[i] != NULL; i++) {
+        if (strlen(paths[i]) == len && memcmp(paths[i], target, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 unsigned hc_http_guard_check_request(hc_http_guard_t *g, struct MHD_Connection *conn,
-                                     const char **why)
+                                     const char *target, const char **why)
 {
     framing_t f = {0};
     MHD_get_connection_values(conn, MHD_HEADER_KIND, collect, &f);
     unsigned status =
         hc_http_framing_verdict(f.cl, f.cl_count < MAX_CL ? f.cl_count : MAX_CL, f.has_te, why);
-    if (status != 0 && g) {
-        pthread_mutex_lock(&g->lock);
-        g->bad_framing++;
-        pthread_mutex_unlock(&g->lock);
+    if (!g) {
+        return status;
     }
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_rec_t *r = info ? info->socket_context : NULL;
+    pthread_mutex_lock(&g->lock);
+    if (status != 0) {
+        g->bad_framing++;
+    } else if (r && r->in_use && r->probation && !r->probe_ok) {
+        if (is_probe(g->lim.probe_paths, target)) {
+            r->probe_ok = true;
+        } else {
+            status = MHD_HTTP_SERVICE_UNAVAILABLE;
+            *why = "too many connections from this address: only a probe is answered";
+            g->refused++;
+        }
+    }
+    pthread_mutex_unlock(&g->lock);
     return status;
 }
 

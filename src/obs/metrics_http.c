@@ -27,11 +27,15 @@
 
 /* A scraper or probe needs one connection for well under a second; 64 ordinary slots, 16 from
  * any one address, and 8 more reserved for probes while slow clients hold the rest. */
+/* What a prober asks for; answered even from an address at its per-address limit. */
+static const char *const probe_paths[] = {"/healthz", "/readyz", NULL};
+
 const hc_http_limits_t hc_metrics_http_default_limits = {.max_connections = 64,
                                                          .reserve = 8,
                                                          .per_ip = 16,
                                                          .request_timeout_ms = 10000,
-                                                         .reserve_timeout_ms = 1000};
+                                                         .reserve_timeout_ms = 1000,
+                                                         .probe_paths = probe_paths};
 
 struct hc_metrics_http {
     struct MHD_Daemon *daemon; /* owned */
@@ -101,7 +105,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     (void)req_cls;
 
     const char *why = NULL;
-    unsigned bad = hc_http_guard_check_request(http->guard, conn, &why);
+    unsigned bad = hc_http_guard_check_request(http->guard, conn, url, &why);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         /* a refused method's body is not read either: then the connection closes */
         return reply_close(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", true,
@@ -109,8 +113,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     if (bad != 0) {
         char msg[128];
-        snprintf(msg, sizeof(msg), "bad request: %s\n", why);
-        return reply_close(conn, MHD_HTTP_BAD_REQUEST, msg, false, true);
+        snprintf(msg, sizeof(msg), "%s: %s\n",
+                 bad == MHD_HTTP_BAD_REQUEST ? "bad request" : "refused", why);
+        return reply_close(conn, bad, msg, false, true);
     }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", true);
@@ -166,7 +171,11 @@ hc_err_t hc_metrics_http_start_limits(const char *listen_addr, hc_metrics_t *m, 
     }
     http->metrics = m;
     http->flush_ms = flush_ms;
-    hc_err_t gerr = hc_http_guard_new(limits, "metrics", &http->guard, errstr, errstr_size);
+    hc_http_limits_t lim = *limits;
+    if (lim.probe_paths == NULL) {
+        lim.probe_paths = probe_paths; /* the endpoint's own, whatever the sizes */
+    }
+    hc_err_t gerr = hc_http_guard_new(&lim, "metrics", &http->guard, errstr, errstr_size);
     if (gerr != HC_OK) {
         free(http);
         return gerr;

@@ -43,6 +43,8 @@
 #define CONNECTION_TIMEOUT_S 30u
 #define RESERVED_CONNECTIONS 16u /* past serve.max.connections, for probes: 1 s each */
 #define RESERVED_TIMEOUT_MS 1000
+/* Answered even from an address at serve.max.connections.per.ip (http_guard.h, probation). */
+static const char *const probe_paths[] = {"/healthz", NULL};
 #define TOP_DEFAULT 10
 #define STATS_TOP 10
 #define STATS_TOPIC_MAX 20 /* topic.hotkeys records looked at for /v1/stats' hot_set */
@@ -730,7 +732,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
      * (a smuggled second request) are never parsed. */
     const char *why = NULL;
     bool first = !req || !req->headers_seen;
-    unsigned bad = first ? hc_http_guard_check_request(srv->guard, conn, &why) : 0;
+    unsigned bad =
+        first ? hc_http_guard_check_request(srv->guard, conn, req ? req->uri : url, &why) : 0;
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         if (req) {
             req->answered = true;
@@ -744,7 +747,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
             req->answered = true;
         }
         char msg[128];
-        snprintf(msg, sizeof(msg), "bad request: %s", why);
+        snprintf(msg, sizeof(msg), "%s: %s",
+                 bad == MHD_HTTP_BAD_REQUEST ? "bad request" : "refused", why);
         return respond_error_ex(srv, conn, bad, msg, true);
     }
     if (!req || !req->uri) {
@@ -959,7 +963,8 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
                             .reserve = RESERVED_CONNECTIONS,
                             .per_ip = (unsigned)cfg->serve_max_connections_per_ip,
                             .request_timeout_ms = cfg->serve_request_timeout_ms,
-                            .reserve_timeout_ms = RESERVED_TIMEOUT_MS};
+                            .reserve_timeout_ms = RESERVED_TIMEOUT_MS,
+                            .probe_paths = probe_paths};
     if ((err = hc_http_guard_new(&lim, "serve", &srv->guard, errstr, errstr_size)) != HC_OK) {
         goto destroy_caches;
     }

@@ -498,6 +498,23 @@ static int healthz_from(int src, int port, int64_t *ms)
     return status;
 }
 
+/* Sends GET path on fd and reads the status of the answer (0: none, or the connection closed). */
+static int status_of(int fd, const char *path)
+{
+    char req[256];
+    char buf[1024];
+    int status = 0;
+    int len = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    if (send(fd, req, (size_t)len, MSG_NOSIGNAL) == len) {
+        ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+        if (n > 0) {
+            buf[n] = '\0';
+            sscanf(buf, "HTTP/1.%*d %d", &status);
+        }
+    }
+    return status;
+}
+
 static const hc_http_limits_t small_limits = {.max_connections = 6,
                                               .reserve = 2,
                                               .per_ip = 3,
@@ -557,9 +574,11 @@ static void probes_get_in_while_slow_clients_hold_every_slot(void **state)
         assert_true(send(slow[i], "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL) == 23);
         hc_sleep_ms(20);
     }
-    /* a fourth from a full address: refused (closed unanswered) */
+    /* a fourth from a full address: on probation, so refused (503, closed) unless it asks for a
+     * probe (probe_gets_in_at_the_per_address_limit) */
     int extra = connect_from(1, port);
     assert_true(extra >= 0);
+    assert_int_equal(status_of(extra, "/metrics"), 503);
     assert_true(closed_within(extra, 2000));
     close(extra);
     for (int i = 0; i < 5; i++) {
@@ -574,6 +593,70 @@ static void probes_get_in_while_slow_clients_hold_every_slot(void **state)
     }
     print_message("slow connections cut to admit probes: %d of 9\n", cut);
     assert_true(cut >= 1);
+    hc_metrics_http_stop(http);
+    hc_metrics_fini(&m);
+}
+
+/* Issue 25, item 7: 16 slow connections from 127.0.0.1 (the metrics endpoint's per-address
+ * limit, the address a container HEALTHCHECK probes from) used to fail every /healthz from
+ * there, refused at accept. A probe gets in on probation now; the flood does not grow by it:
+ * past the limit an address holds at most two probation connections, each answering one probe
+ * or nothing (a /metrics there is a 503), and a newcomer evicts the oldest that has not asked. */
+static void probe_gets_in_at_the_per_address_limit(void **state)
+{
+    (void)state;
+    hc_metrics_t m;
+    hc_metrics_http_t *http = NULL;
+    char errstr[256];
+    assert_int_equal(hc_metrics_init(&m), HC_OK);
+    assert_int_equal(
+        hc_metrics_http_start("127.0.0.1:0", &m, FLUSH_MS, &http, errstr, sizeof(errstr)), HC_OK);
+    int port = hc_metrics_http_port(http);
+    int slow[16];
+    for (int i = 0; i < 16; i++) {
+        slow[i] = connect_from(1, port);
+        assert_true(slow[i] >= 0);
+        assert_true(send(slow[i], "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL) == 23);
+    }
+    hc_sleep_ms(50);
+    for (int i = 0; i < 5; i++) {
+        int64_t ms = 0;
+        assert_int_equal(healthz_from(1, port, &ms), 200);
+        assert_true(ms < 1000);
+    }
+    int ready = connect_from(1, port);
+    assert_true(ready >= 0);
+    int st = status_of(ready, "/readyz");
+    assert_true(st == 200 || st == 503); /* answered, ready or not */
+    close(ready);
+    int scrape = connect_from(1, port);
+    assert_true(scrape >= 0);
+    assert_int_equal(status_of(scrape, "/metrics"), 503);
+    assert_true(closed_within(scrape, 1000));
+    close(scrape);
+    /* more slow ones from the same address: each evicts an older squatter */
+    int more[10];
+    for (int i = 0; i < 10; i++) {
+        more[i] = connect_from(1, port);
+        assert_true(more[i] >= 0);
+        assert_true(send(more[i], "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL) == 23);
+        hc_sleep_ms(10);
+    }
+    int64_t ms = 0;
+    assert_int_equal(healthz_from(1, port, &ms), 200);
+    int held = 0;
+    for (int i = 0; i < 10; i++) {
+        held += !closed_within(more[i], 20);
+        close(more[i]);
+    }
+    int cut = 0;
+    for (int i = 0; i < 16; i++) {
+        cut += closed_within(slow[i], 10);
+        close(slow[i]);
+    }
+    print_message("past the limit: %d of 10 more slow connections held, %d of 16 cut\n", held, cut);
+    assert_true(held <= 2);
+    assert_int_equal(cut, 0);
     hc_metrics_http_stop(http);
     hc_metrics_fini(&m);
 }
@@ -773,6 +856,7 @@ int main(void)
         cmocka_unit_test(ipv6_loopback_is_served),
         cmocka_unit_test(trickling_request_is_cut_at_its_deadline),
         cmocka_unit_test(probes_get_in_while_slow_clients_hold_every_slot),
+        cmocka_unit_test(probe_gets_in_at_the_per_address_limit),
         cmocka_unit_test_setup_teardown(ambiguous_framing_is_400_and_closes, setup, teardown),
 #if MHD_VERSION >= 0x00097701
         cmocka_unit_test_setup_teardown(strict_parsing_refuses_what_clients_never_send, setup,

@@ -2,7 +2,11 @@
  * metrics endpoint, `hotcount serve`), against clients that hold connections open on purpose:
  *
  *   - a per-address limit (per_ip): a connection past it is refused at accept (closed before
- *     any byte is read);
+ *     any byte is read), except that a listener with probe paths admits up to two more from the
+ *     address on probation: each is answered one request, and only if that request asks for a
+ *     probe path (any other is answered 503 and closed), and a newcomer past those takes the
+ *     place of the oldest one that has not yet asked for its probe. So a liveness probe gets in
+ *     from an address whose slow clients hold every connection it is allowed;
  *   - a total limit (max_connections + reserve) with fair-share shedding: at the total, a
  *     newcomer from an address holding at least two connections fewer than the busiest address
  *     evicts that address's oldest connection; otherwise it is refused. So a probe or scraper
@@ -56,10 +60,13 @@ typedef struct hc_http_limits {
     unsigned per_ip;            /* >= 1: connections from one address */
     int64_t request_timeout_ms; /* >= 1 */
     int64_t reserve_timeout_ms; /* >= 1 */
+    /* NULL-terminated paths answered past per_ip (on probation), or NULL: none. Borrowed: must
+     * outlive the guard (a static array). */
+    const char *const *probe_paths;
 } hc_http_limits_t;
 
 typedef struct hc_http_guard_stats {
-    uint64_t refused_total; /* refused at accept (a limit) */
+    uint64_t refused_total; /* refused at accept (a limit), or on probation not a probe */
     uint64_t timed_out;     /* cut at their deadline */
     uint64_t evicted;       /* cut to make room for an address with fewer (fair share) */
     uint64_t bad_framing;   /* answered 400 by hc_http_guard_check_request */
@@ -89,11 +96,14 @@ void hc_http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_
 /* A request on conn finished: its connection gets a fresh deadline for the next one. */
 void hc_http_guard_request_done(hc_http_guard_t *g, struct MHD_Connection *conn);
 
-/* 0 when the request's framing is acceptable for a bodyless GET/HEAD endpoint; otherwise the
- * status to answer (400) with *why set to a static message, and the answer must carry
- * "Connection: close" (hc_http_guard_close_header). Counts bad_framing. */
+/* 0 when the request's framing is acceptable for a bodyless GET/HEAD endpoint and its
+ * connection may ask for target (the request target as received, or the path: compared up to a
+ * '?'); otherwise the status to answer with *why set to a static message, and the answer must
+ * carry "Connection: close": 400 for framing (counts bad_framing), 503 for a connection on
+ * probation asking for anything but a probe path (counts refused_total). Call it once per
+ * request, before answering. */
 unsigned hc_http_guard_check_request(hc_http_guard_t *g, struct MHD_Connection *conn,
-                                     const char **why);
+                                     const char *target, const char **why);
 
 /* The pure part of the framing rule, for tests and the fuzzer: given the request's
  * Content-Length values (cl[0..cl_count), each as received) and whether any Transfer-Encoding
