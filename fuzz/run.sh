@@ -7,6 +7,8 @@
 #
 #   http  fuzz/fuzz_http.c: the read API's request parsing and the listeners' framing rule
 #         (also as fuzz/http.sh)
+#   prom  fuzz/fuzz_prom.c: the reader of Prometheus text (status, serve's stats, the hot-keys
+#         scrape)
 #   pack  fuzz/fuzz_pack.c: the packed partials decoder; after the run, every input of the
 #         corpus it grew is decoded by the Python reference too (tests/unit/
 #         test_partial_pack_diff.py --corpus), and any difference fails the run
@@ -59,6 +61,11 @@ http)
     read -r -a libs <<<"$(pkg-config --libs libmicrohttpd)"
     [ -z "$mhd_prefix" ] || libs+=("-Wl,-rpath,$mhd_prefix/lib")
     max_len=4096
+    ;;
+prom)
+    srcs=(src/obs/prom_text.c fuzz/fuzz_prom.c)
+    includes=(-Iinclude/obs)
+    max_len=65536
     ;;
 pack)
     # the table too: hc_pack_encode takes table entries
