@@ -60,6 +60,9 @@
  * still within those 4096 bytes. */
 #define DLQ_REPLAY_MARK_MAX 256
 
+/* The bound on one committed-offset read at an assignment or a recovery (read_starts). */
+#define START_READ_MS 1000
+
 struct hc_stage1 {
     hc_stage_loop_t loop;   /* owned: the consumer, heartbeat, latch; loop.name for logs */
     hc_auth_keyring_t auth; /* partials.auth.key.file: signs every partial (auth_on) */
@@ -833,11 +836,18 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
  * (RD_KAFKA_OFFSET_BEGINNING) once every one of committed_read_attempts reads, backing off, said
  * the group has none for a partition that has records. A partition without records starts at
  * once. Blocks the stage's thread for that long (3.1 s by default), beating the watchdog: a
- * fresh group's first start on a backlog, or a read that missed an offset. HC_OK, or
- * HC_ERR_TRANSIENT when the committed offsets or the partition's ends could not be read within
- * the attempts (errstr says which). */
-static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *list, char *errstr,
-                            size_t errstr_size)
+ * fresh group's first start on a backlog, or a read that missed an offset.
+ *
+ * A read that fails (the coordinator loading after a restart; offsets held unstable by another
+ * process's open transaction, which a read_committed read waits out, up to the transaction
+ * timeout) is tried again only when `patient` (the rewind, which cannot go on without the
+ * offsets); otherwise one read, bounded to START_READ_MS, and the caller leaves the partitions
+ * to the consumer's own asynchronous read: the stage's thread must not wait on a transaction
+ * of another process while its other partitions have windows to commit (a combined-fault run
+ * stood a whole stage still for 50 s that way). HC_OK, or HC_ERR_TRANSIENT when the committed
+ * offsets or the partition's ends could not be read (errstr says which). */
+static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *list, bool patient,
+                            char *errstr, size_t errstr_size)
 {
     const hc_timeouts_t *t = &s1->cfg->timeouts;
     rd_kafka_t *consumer = s1->loop.consumer;
@@ -855,7 +865,8 @@ static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *li
             hc_stage_loop_pause(&s1->loop, NULL, hc_timeouts_backoff_ms(t, attempt - 1));
         }
         rd_kafka_topic_partition_list_t *read = rd_kafka_topic_partition_list_copy(list);
-        rd_kafka_resp_err_t rerr = rd_kafka_committed(consumer, read, (int)t->committed_read_ms);
+        int bound = patient ? (int)t->committed_read_ms : START_READ_MS;
+        rd_kafka_resp_err_t rerr = rd_kafka_committed(consumer, read, bound);
         hc_stage_loop_beat(&s1->loop);
         bool again = false;
         for (int i = 0; i < list->cnt && !rerr; i++) {
@@ -872,7 +883,7 @@ static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *li
             if (committed == HC_OFFSET_NONE) {
                 answers[i]++;
                 rerr = rd_kafka_query_watermark_offsets(consumer, tp->topic, tp->partition, &low,
-                                                        &high, (int)t->committed_read_ms);
+                                                        &high, bound);
                 if (rerr) {
                     break;
                 }
@@ -908,6 +919,9 @@ static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *li
         if (rerr) {
             hc_errstr_set(errstr, errstr_size, "reading committed offsets: %s",
                           rd_kafka_err2str(rerr));
+            if (!patient) {
+                break;
+            }
             continue; /* asked again after the back-off, within the attempts */
         }
         if (!again) {
@@ -935,7 +949,7 @@ static hc_err_t on_assign(void *stage, rd_kafka_t *consumer,
     hc_stage1_t *s1 = stage;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_copy(partitions);
     char why[256] = "";
-    hc_err_t err = read_starts(s1, list, why, sizeof(why));
+    hc_err_t err = read_starts(s1, list, false, why, sizeof(why));
     if (err == HC_ERR_TRANSIENT) {
         hc_log(HC_LOG_WARN, s1->loop.name, "%s; the consumer reads them itself", why);
         for (int i = 0; i < list->cnt; i++) {
@@ -970,7 +984,7 @@ static hc_err_t rewind_consumer(hc_stage1_t *s1, char *errstr, size_t errstr_siz
         hc_errstr_set(errstr, errstr_size, "assignment: %s", rd_kafka_err2str(rerr));
         return HC_ERR_FATAL;
     }
-    hc_err_t err = assigned->cnt > 0 ? read_starts(s1, assigned, errstr, errstr_size) : HC_OK;
+    hc_err_t err = assigned->cnt > 0 ? read_starts(s1, assigned, true, errstr, errstr_size) : HC_OK;
     if (err == HC_OK && assigned->cnt > 0) {
         /* what the loop holds was fetched from past the aborted window */
         hc_stage_loop_forget_list(&s1->loop, assigned);
@@ -1304,7 +1318,7 @@ static hc_err_t on_recover(void *stage, int32_t partition, char *why, size_t why
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, s1->cfg->topic_raw, partition);
     const hc_timeouts_t *t = &s1->cfg->timeouts;
-    hc_err_t err = read_starts(s1, list, why, why_size); /* as at an assignment */
+    hc_err_t err = read_starts(s1, list, false, why, why_size); /* as at an assignment */
     if (err == HC_OK) {
         hc_stage_loop_forget_list(&s1->loop, list);
         err =
