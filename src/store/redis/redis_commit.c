@@ -140,13 +140,15 @@ static bool pack_part(redis_store_t *rs, const hc_store_batch_t *batch, size_t s
 /* Whether the script must add every delta with INCRBY instead of writing totals it computed
  * (commit.lua): a delta of 2^53 or more, which a double would round, or a post listed twice
  * (store.h forbids it; a total computed from the count before the batch would lose the first
- * delta). Checked here, on the client, so that the store's one thread does not pay for it. */
+ * delta). Checked here, on the client, so that the store's one thread does not pay for it: an
+ * open-addressing table of the ids' 64-bit FNV-1a hashes (8 bytes a slot, at least two slots a
+ * post, freed at once), where equal hashes count as a repeat: a collision only sends the batch
+ * down the INCRBY path, which is exact for any batch. */
 static hc_err_t batch_is_incr_only(const hc_store_batch_t *batch, bool *incr_only, char *errstr,
                                    size_t errstr_size)
 {
-    hc_store_seen_t seen = {0};
-    hc_err_t err = HC_OK;
-    bool fresh = true;
+    uint64_t *slots;
+    size_t cap = 16;
     size_t i;
 
     *incr_only = false;
@@ -154,22 +156,31 @@ static hc_err_t batch_is_incr_only(const hc_store_batch_t *batch, bool *incr_onl
         int64_t d = batch->deltas[i].delta;
         if (d <= -REDIS_EXACT_DELTA || d >= REDIS_EXACT_DELTA) {
             *incr_only = true;
-            goto out_fini;
+            return HC_OK;
         }
     }
-    for (i = 0; i < batch->delta_count && fresh; i++) {
-        if (!hc_store_seen_add(&seen, batch->deltas[i].post_id, batch->deltas[i].post_id_len,
-                               &fresh)) {
-            hc_errstr_set(errstr, errstr_size, "redis store: out of memory");
-            err = HC_ERR_FATAL;
-            goto out_fini;
-        }
+    while (cap < 2 * batch->delta_count) {
+        cap *= 2;
     }
-    *incr_only = !fresh;
+    slots = calloc(cap, sizeof(*slots));
+    if (slots == NULL) {
+        hc_errstr_set(errstr, errstr_size, "redis store: out of memory");
+        return HC_ERR_FATAL;
+    }
+    for (i = 0; i < batch->delta_count && !*incr_only; i++) {
+        const hc_store_delta_t *d = &batch->deltas[i];
+        uint64_t h = hc_store_fnv1a64(HC_STORE_FNV1A64_BASIS, d->post_id, d->post_id_len);
+        size_t at;
 
-out_fini:
-    hc_store_seen_fini(&seen);
-    return err;
+        h += h == 0; /* 0 marks an empty slot */
+        for (at = (size_t)h & (cap - 1); slots[at] != 0 && slots[at] != h;
+             at = (at + 1) & (cap - 1)) {
+        }
+        *incr_only = slots[at] == h;
+        slots[at] = h;
+    }
+    free(slots);
+    return HC_OK;
 }
 
 /* Builds the EVALSHA for deltas [start, end) of the part numbered `part`: staged, or the commit
