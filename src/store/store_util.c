@@ -135,6 +135,14 @@ uint64_t hc_store_fnv1a64(uint64_t h, const void *data, size_t len)
     return h;
 }
 
+uint64_t hc_store_id_hash(const char *id, size_t len)
+{
+    hc_hash_key_t key = hc_hash_process_key();
+    uint64_t hash = hc_siphash13(&key, id, len);
+
+    return hash == 0 ? 1 : hash;
+}
+
 static void seen_place(hc_store_seen_slot_t *slots, size_t cap, const hc_store_seen_slot_t *slot)
 {
     size_t i = (size_t)slot->hash & (cap - 1);
@@ -150,11 +158,9 @@ bool hc_store_seen_add(hc_store_seen_t *s, const char *id, size_t len, bool *fre
     /* Keyed: the ids are whatever producers and writers to likes.partials chose, and with an
      * unkeyed hash (FNV-1a 64 before issue 25, item 6) ids sharing their low bits are computed
      * offline and make every add probe the whole run: quadratic, under serve's store lock. */
-    hc_hash_key_t key = hc_hash_process_key();
-    uint64_t hash = hc_siphash13(&key, id, len);
+    uint64_t hash = hc_store_id_hash(id, len);
     size_t i;
 
-    hash = hash == 0 ? 1 : hash; /* 0 marks an empty slot */
     /* At most half full, so that probes stay short. */
     if ((s->count + 1) * 2 > s->cap) {
         size_t cap = s->cap == 0 ? 1024 : s->cap * 2;

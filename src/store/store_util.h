@@ -55,6 +55,11 @@ size_t hc_store_top_finish(hc_store_top_t *top);
  * untrusted input (tests/hostile/hash_seeding.py fails on such a use). */
 uint64_t hc_store_fnv1a64(uint64_t h, const void *data, size_t len);
 
+/* SipHash-1-3 of a post id under the process key (hotcount/siphash.h): the hash for any table
+ * of ours keyed by ids, which come from producers and writers of likes.partials. Never 0, so
+ * that 0 can mark an empty slot. Differs from process to process: never persist it. */
+uint64_t hc_store_id_hash(const char *id, size_t len);
+
 /* ---- a set of post ids ---- */
 
 /* The post ids a scan has reported (a Redis SCAN may return a key twice) or a batch holds: open
