@@ -203,6 +203,11 @@ static const key_def_t keys[] = {
             "`hotcount serve`: most post ids in one GET /v1/likes?ids=..."),
     KEY_I64("serve.top.max", serve_top_max, "100", 1, 10000, NULL,
             "`hotcount serve`: largest n of GET /v1/top?n=N"),
+    /* A top query reads an index (SQLite, PostgreSQL) or scans every key (Redis): far dearer
+     * than a point read, and the ranking moves once per stage-2 window (flush.ms, 1 s) anyway. */
+    KEY_I64("serve.top.ttl.ms", serve_top_ttl_ms, "1000", 1, 3600000, NULL,
+            "`hotcount serve`: the top is read from the store at most once per this TTL, "
+            "whatever the query"),
     KEY_I64("serve.cache.max.keys", serve_cache_max_keys, "100000", 1, 100000000, NULL,
             "`hotcount serve`: posts held in the cache (least recently used evicted)"),
     KEY_I32("serve.threads", serve_threads, "4", 1, 256, NULL,

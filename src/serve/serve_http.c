@@ -71,8 +71,13 @@ struct hc_serve {
     int port;
     char cache_control[96];
 
-    hc_store_t *st; /* owned; used only under store_lock */
+    hc_store_t *st; /* owned; used only under store_lock: point reads */
     pthread_mutex_t store_lock;
+    /* owned; used only under top_lock, by the top cache's one load in flight: a connection of
+     * its own, so a top query (an index walk, or a SCAN of every Redis key) never holds the lock
+     * point reads need (issue 25, item 5) */
+    hc_store_t *st_top;
+    pthread_mutex_t top_lock;
 
     hc_serve_cache_t *likes;           /* owned: post_id -> likes_value_t */
     hc_serve_cache_t *top;             /* owned: "top" -> top_value_t + rows */
@@ -315,9 +320,9 @@ static hc_err_t load_top(void *opaque, const char *key, size_t key_len, void **v
     }
     hc_store_row_t *rows = (hc_store_row_t *)(v + 1);
     v->as_of = hc_wall_ms();
-    pthread_mutex_lock(&srv->store_lock);
-    hc_err_t err = hc_store_top(srv->st, max, rows, &v->count, errstr, errstr_size);
-    pthread_mutex_unlock(&srv->store_lock);
+    pthread_mutex_lock(&srv->top_lock);
+    hc_err_t err = hc_store_top(srv->st_top, max, rows, &v->count, errstr, errstr_size);
+    pthread_mutex_unlock(&srv->top_lock);
     atomic_fetch_add_explicit(&srv->store_reads[READ_TOP], 1, memory_order_relaxed);
     if (err != HC_OK) {
         atomic_fetch_add_explicit(&srv->store_read_errors, 1, memory_order_relaxed);
@@ -942,14 +947,27 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
         err = HC_ERR_FATAL;
         goto free_srv;
     }
+    if (pthread_mutex_init(&srv->top_lock, NULL) != 0) {
+        pthread_mutex_destroy(&srv->topic_lock);
+        pthread_mutex_destroy(&srv->store_lock);
+        hc_errstr_set(errstr, errstr_size, "cannot create a mutex");
+        err = HC_ERR_FATAL;
+        goto free_srv;
+    }
     err = hc_store_open(cfg, &srv->st, errstr, errstr_size);
     if (err != HC_OK) {
         goto destroy_lock;
     }
+    err = hc_store_open(cfg, &srv->st_top, errstr, errstr_size);
+    if (err != HC_OK) {
+        goto close_store;
+    }
     if ((err = new_cache(srv, cfg->serve_ttl_ms, (size_t)cfg->serve_cache_max_keys, load_likes,
                          &srv->likes, errstr, errstr_size)) != HC_OK ||
-        (err = new_cache(srv, cfg->serve_ttl_ms, 1, load_top, &srv->top, errstr, errstr_size)) !=
-            HC_OK ||
+        /* one key, "top", whatever the query: n is cut from serve.top.max rows, and other
+         * parameters (a cache-busting cb=...) are never read */
+        (err = new_cache(srv, cfg->serve_top_ttl_ms, 1, load_top, &srv->top, errstr,
+                         errstr_size)) != HC_OK ||
         (err = new_cache(srv, STATS_TTL_MS, 1, load_stats, &srv->stats, errstr, errstr_size)) !=
             HC_OK ||
         (err = new_hot(srv, errstr, errstr_size)) != HC_OK ||
@@ -998,9 +1016,9 @@ hc_err_t hc_serve_start(const hc_config_t *cfg, hc_serve_t **out, char *errstr, 
     }
     hc_log(HC_LOG_INFO, "serve",
            "serving the read API on %s (port %d), store %s, TTL %" PRId64
-           " ms (read-hot posts %" PRId64 " ms), %d threads",
+           " ms (read-hot posts %" PRId64 " ms, top %" PRId64 " ms), %d threads",
            cfg->serve_listen, srv->port, hc_store_kind(srv->st), cfg->serve_ttl_ms, srv->hot_ttl_ms,
-           (int)cfg->serve_threads);
+           cfg->serve_top_ttl_ms, (int)cfg->serve_threads);
     *out = srv;
     return HC_OK;
 destroy_caches:
@@ -1010,8 +1028,11 @@ destroy_caches:
     hc_serve_cache_destroy(srv->stats);
     hc_serve_cache_destroy(srv->top);
     hc_serve_cache_destroy(srv->likes);
+    hc_store_close(srv->st_top);
+close_store:
     hc_store_close(srv->st);
 destroy_lock:
+    pthread_mutex_destroy(&srv->top_lock);
     pthread_mutex_destroy(&srv->topic_lock);
     pthread_mutex_destroy(&srv->store_lock);
 free_srv:
@@ -1036,7 +1057,9 @@ void hc_serve_stop(hc_serve_t *srv)
     hc_serve_cache_destroy(srv->stats);
     hc_serve_cache_destroy(srv->top);
     hc_serve_cache_destroy(srv->likes);
+    hc_store_close(srv->st_top);
     hc_store_close(srv->st);
+    pthread_mutex_destroy(&srv->top_lock);
     pthread_mutex_destroy(&srv->topic_lock);
     pthread_mutex_destroy(&srv->store_lock);
     free(srv);

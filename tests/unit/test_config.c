@@ -66,6 +66,7 @@ static const char *const all_keys[] = {
     "serve.ttl.ms",
     "serve.max.ids",
     "serve.top.max",
+    "serve.top.ttl.ms",
     "serve.cache.max.keys",
     "serve.threads",
     "serve.stages",

@@ -85,6 +85,7 @@ typedef struct hc_config {
     int64_t serve_ttl_ms;
     int64_t serve_max_ids;
     int64_t serve_top_max;
+    int64_t serve_top_ttl_ms; /* /v1/top's own TTL: one store top query per TTL at most */
     int64_t serve_cache_max_keys;
     int32_t serve_threads;
     char *serve_stages; /* "" = none */

@@ -76,6 +76,10 @@ static const char schema_sql[] = "SELECT pg_advisory_xact_lock(" PGSQL_SCHEMA_LO
                                  " likes BIGINT NOT NULL,"
                                  " updated_at TIMESTAMPTZ NOT NULL DEFAULT now()"
                                  ") WITH (fillfactor = 90);"
+                                 /* top's order (issue 25, item 5); IF NOT EXISTS: `init` adds
+                                  * it to a store made before it */
+                                 "CREATE INDEX IF NOT EXISTS hotcount_counts_likes"
+                                 " ON hotcount_counts (likes DESC, post_id);"
                                  "CREATE TABLE IF NOT EXISTS hotcount_offsets ("
                                  " consumer_group TEXT COLLATE \"C\","
                                  " topic TEXT COLLATE \"C\","
