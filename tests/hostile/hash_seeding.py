@@ -46,8 +46,6 @@ KNOWN_UNKEYED = {
     ("src/store/store_util.h", "HC_STORE_FNV1A64_BASIS"): "the same batch id",
     ("src/store/store_util.h", "hc_store_fnv1a64"): "its declaration",
     ("src/store/dynamodb/ddb_http.c", "ddb_hash_bytes"): "the same batch id, fed",
-    ("src/store/redis/redis_commit.c", "batch_is_incr_only"):
-        "PENDING (see KNOWN_PENDING_TABLES): a table keyed by untrusted ids, not yet keyed",
     ("src/store/dynamodb/ddb_http.c", "ddb_rand64"):
         "a fallback seed when getrandom(2) fails (a golden-ratio multiplier of the clock), for "
         "transaction tokens; it hashes no input and indexes no table",
@@ -62,13 +60,6 @@ KNOWN_TRUSTED_TABLES = {
 # printed as PENDING on every run (not a failure, so that main stays green while the owner's
 # rewrite is in flight). The entry fails once the file calls hc_siphash13: drop it then.
 KNOWN_PENDING_TABLES = {
-    "src/store/redis/redis_commit.c":
-        "batch_is_incr_only's repeat check (commit 4aea953) hashes a batch's post ids, which "
-        "come from likes.partials, with unseeded FNV-1a 64 into a linear-probing table: ids "
-        "sharing their low FNV bits make it quadratic in the batch (a collision itself is "
-        "harmless: the batch takes the exact INCRBY path). The fix is one call: "
-        "hc_store_id_hash (store_util.h) instead of hc_store_fnv1a64. Left to the Redis "
-        "backend's owner, whose rewrite of src/store/redis/ is in flight (issue 25, item 6).",
 }
 
 UNKEYED = re.compile(
@@ -80,7 +71,8 @@ TABLE_INDEX = re.compile(
     r"&\s*[\w>.-]*mask\b|%\s*[\w>.-]*(cap|buckets|nslots|slots)\b", re.I)
 FUNC_DEF = re.compile(r"^(?:[A-Za-z_][\w\s\*]*?\b)?(\w+)\s*\(")
 MACRO_DEF = re.compile(r"^#define\s+(\w+)")
-SIPHASH_CALL = re.compile(r"\bhc_siphash13(?:_init)?\s*\(")
+# hc_store_id_hash (store_util.h) is SipHash-1-3 under the process key too
+SIPHASH_CALL = re.compile(r"\b(?:hc_siphash13(?:_init)?|hc_store_id_hash)\s*\(")
 
 
 def enclosing(lines, i):
@@ -133,7 +125,7 @@ def main():
                                     "a table keyed by untrusted input)")
             if TABLE_INDEX.search(line):
                 table_lines.append(i)
-            if SIPHASH_CALL.search(line):
+            if SIPHASH_CALL.search(line) and path.endswith(".c"):  # not a declaration
                 seeded.add(path)
         if path in KNOWN_PENDING_TABLES:
             if path in seeded or not table_lines:

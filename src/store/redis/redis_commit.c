@@ -141,9 +141,11 @@ static bool pack_part(redis_store_t *rs, const hc_store_batch_t *batch, size_t s
  * (commit.lua): a delta of 2^53 or more, which a double would round, or a post listed twice
  * (store.h forbids it; a total computed from the count before the batch would lose the first
  * delta). Checked here, on the client, so that the store's one thread does not pay for it: an
- * open-addressing table of the ids' 64-bit FNV-1a hashes (8 bytes a slot, at least two slots a
- * post, freed at once), where equal hashes count as a repeat: a collision only sends the batch
- * down the INCRBY path, which is exact for any batch. */
+ * open-addressing table of the ids' keyed 64-bit hashes (hc_store_id_hash: SipHash under the
+ * process key, since the ids come from likes.partials and must not be able to collide on
+ * purpose; 8 bytes a slot, at least two slots a post, freed at once), where equal hashes count
+ * as a repeat: a collision only sends the batch down the INCRBY path, which is exact for any
+ * batch. */
 static hc_err_t batch_is_incr_only(const hc_store_batch_t *batch, bool *incr_only, char *errstr,
                                    size_t errstr_size)
 {
@@ -169,10 +171,9 @@ static hc_err_t batch_is_incr_only(const hc_store_batch_t *batch, bool *incr_onl
     }
     for (i = 0; i < batch->delta_count && !*incr_only; i++) {
         const hc_store_delta_t *d = &batch->deltas[i];
-        uint64_t h = hc_store_fnv1a64(HC_STORE_FNV1A64_BASIS, d->post_id, d->post_id_len);
+        uint64_t h = hc_store_id_hash(d->post_id, d->post_id_len); /* never 0: empty */
         size_t at;
 
-        h += h == 0; /* 0 marks an empty slot */
         for (at = (size_t)h & (cap - 1); slots[at] != 0 && slots[at] != h;
              at = (at + 1) & (cap - 1)) {
         }
