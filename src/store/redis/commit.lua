@@ -19,7 +19,7 @@
 -- batch order) cannot take the delta (nothing written): why "overflow" (its magnitude would
 -- pass 9e18) or "type" (not an integer, or another type).
 --
--- Where the server's time goes (bench/RESULTS.md, "Redis commit profile"): per post one
+-- Where the server's time goes (bench/RESULTS.md, issue 27's section, a profile): per post one
 -- MGET element (the check) and one MSET element (the write), CHUNK posts per redis.call,
 -- instead of a GET call and an INCRBY call each, and an EXISTS element for a post that has no
 -- count yet (MGET answers nil for a key of another type too). MSET writes totals the script
