@@ -844,10 +844,11 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
  * offsets); otherwise one read, bounded to START_READ_MS, and the caller leaves the partitions
  * to the consumer's own asynchronous read: the stage's thread must not wait on a transaction
  * of another process while its other partitions have windows to commit (a combined-fault run
- * stood a whole stage still for 50 s that way). HC_OK, or HC_ERR_TRANSIENT when the committed
- * offsets or the partition's ends could not be read (errstr says which). */
+ * stood a whole stage still for 50 s that way). asked (list->cnt long, or NULL): set for the
+ * partitions with records that some read said "none" for. HC_OK, or HC_ERR_TRANSIENT when the
+ * committed offsets or the partition's ends could not be read (errstr says which). */
 static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *list, bool patient,
-                            char *errstr, size_t errstr_size)
+                            bool *asked, char *errstr, size_t errstr_size)
 {
     const hc_timeouts_t *t = &s1->cfg->timeouts;
     rd_kafka_t *consumer = s1->loop.consumer;
@@ -901,6 +902,9 @@ static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *li
             known[i] = true;
             list->elems[i].offset =
                 how == HC_START_COMMITTED ? committed : RD_KAFKA_OFFSET_BEGINNING;
+            if (asked) {
+                asked[i] = answers[i] > 0 && (committed != HC_OFFSET_NONE || high > low);
+            }
             if (answers[i] > 1 || (answers[i] > 0 && committed != HC_OFFSET_NONE)) {
                 /* a confirmed "none" on a partition with records, or an offset found after a
                  * read that said none */
@@ -948,8 +952,25 @@ static hc_err_t on_assign(void *stage, rd_kafka_t *consumer,
 {
     hc_stage1_t *s1 = stage;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_copy(partitions);
+    bool *confirmed = calloc((size_t)list->cnt + 1, sizeof(*confirmed));
+    if (!confirmed) {
+        rd_kafka_topic_partition_list_destroy(list);
+        hc_errstr_set(errstr, errstr_size, "out of memory");
+        return HC_ERR_FATAL;
+    }
     char why[256] = "";
-    hc_err_t err = read_starts(s1, list, false, why, sizeof(why));
+    hc_err_t err = read_starts(s1, list, false, confirmed, why, sizeof(why));
+    if (err == HC_OK) {
+        /* Where no read said "none" (a committed offset found at once, or an empty partition),
+         * the consumer reads the start itself, as it always did: the same offset, and with it
+         * the committed offset its statistics compute the lag from (hotcount_consumer_lag).
+         * Only an answer the confirmation overruled, or confirmed, is handed over as read. */
+        for (int i = 0; i < list->cnt; i++) {
+            if (!confirmed[i]) {
+                list->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
+            }
+        }
+    }
     if (err == HC_ERR_TRANSIENT) {
         hc_log(HC_LOG_WARN, s1->loop.name, "%s; the consumer reads them itself", why);
         for (int i = 0; i < list->cnt; i++) {
@@ -962,6 +983,7 @@ static hc_err_t on_assign(void *stage, rd_kafka_t *consumer,
     if (err == HC_OK) {
         err = hc_kafka_assign_add(consumer, list, errstr, errstr_size);
     }
+    free(confirmed);
     rd_kafka_topic_partition_list_destroy(list);
     return err;
 }
@@ -984,7 +1006,8 @@ static hc_err_t rewind_consumer(hc_stage1_t *s1, char *errstr, size_t errstr_siz
         hc_errstr_set(errstr, errstr_size, "assignment: %s", rd_kafka_err2str(rerr));
         return HC_ERR_FATAL;
     }
-    hc_err_t err = assigned->cnt > 0 ? read_starts(s1, assigned, true, errstr, errstr_size) : HC_OK;
+    hc_err_t err =
+        assigned->cnt > 0 ? read_starts(s1, assigned, true, NULL, errstr, errstr_size) : HC_OK;
     if (err == HC_OK && assigned->cnt > 0) {
         /* what the loop holds was fetched from past the aborted window */
         hc_stage_loop_forget_list(&s1->loop, assigned);
@@ -1318,7 +1341,7 @@ static hc_err_t on_recover(void *stage, int32_t partition, char *why, size_t why
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, s1->cfg->topic_raw, partition);
     const hc_timeouts_t *t = &s1->cfg->timeouts;
-    hc_err_t err = read_starts(s1, list, false, why, why_size); /* as at an assignment */
+    hc_err_t err = read_starts(s1, list, false, NULL, why, why_size); /* as at an assignment */
     if (err == HC_OK) {
         hc_stage_loop_forget_list(&s1->loop, list);
         err =
