@@ -320,6 +320,14 @@ void hc_changelog_publish(hc_changelog_t *cl, rd_kafka_t *consumer, const hc_sto
         for (size_t i = 0; i < offset_count; i++) {
             mark(cl, offsets[i].partition, offsets[i].next);
         }
+        if (list) {
+            /* The same marks through the consumer too (asynchronous; the group refuses them from
+             * a member that lost its partitions, as it refused the transaction's): librdkafka
+             * computes the consumer's committed offset, and with it the lag its statistics
+             * report (hotcount_consumer_lag of stage 2: partials not yet stored and published),
+             * only from its own commits, not from a producer's transaction. */
+            rd_kafka_commit(consumer, list, 1);
+        }
     }
     if (list) {
         rd_kafka_topic_partition_list_destroy(list);
