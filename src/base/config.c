@@ -126,7 +126,8 @@ static const key_def_t keys[] = {
           "consumer group of stage 2"),
     KEY_S("instance.id", instance_id, NULL, check_instance_id,
           "names the transactional id: stable per replica, [A-Za-z0-9._-]"),
-    /* KIP-848 needs a 4.x broker, so classic stays the default (README, "Consumer groups"). */
+    /* KIP-848 needs a 4.x broker, so classic stays the default (docs/OPERATIONS.md,
+     * "Consumer groups"). */
     KEY_S("group.protocol", group_protocol, "classic", check_group_protocol,
           "the stages' consumer group protocol: classic, or consumer (KIP-848, Kafka 4.x)"),
     KEY_I32("group.static", group_static, "0", 0, 1, NULL,
@@ -141,7 +142,7 @@ static const key_def_t keys[] = {
     KEY_I64("max.keys", max_keys, "1000000", 1, 100000000, NULL,
             "posts per window before an early flush (bounds memory)"),
     /* Stage 2 reads both formats; `single` is for upgrading from a stage 2 that reads only it
-     * (README, "Upgrading to packed partials"). */
+     * (docs/FORMATS.md, "Packed partials"). */
     KEY_S("partials.format", partials_format, "packed", check_partials_format,
           "stage 1's likes.partials records: packed (many posts a record) or single (one post "
           "a record, JSON)"),
@@ -222,9 +223,10 @@ static const key_def_t keys[] = {
             "`hotcount serve`: a whole request (headers in, answer out) must finish within this"),
     KEY_I32("serve.stats.expose", serve_stats_expose, "0", 0, 1, NULL,
             "`hotcount serve`: 1 shows the stages' addresses and errors in /v1/stats"),
-    /* Read-hot promotion (README "Read-hot promotion"). At 200 reads/s the 20 ms TTL already
-     * serves 3 of 4 reads from the cache; promoted to 1 s, such a post costs 1 store read a
-     * second instead of 50, and its count is no staler than stage 1's 1 s window makes it. */
+    /* Read-hot promotion (docs/READERS.md "Read-hot promotion"). At 200 reads/s the 20 ms
+     * TTL already serves 3 of 4 reads from the cache; promoted to 1 s, such a post costs 1 store
+     * read a second instead of 50, and its count is no staler than stage 1's 1 s window makes it.
+     */
     KEY_I64("serve.hot.enter.rate", serve_hot_enter_rate, "200", 1, 1000000000, NULL,
             "`hotcount serve`: reads/s at which a post is read-hot (gets serve.hot.ttl.ms)"),
     KEY_I64("serve.hot.leave.rate", serve_hot_leave_rate, "100", 0, 1000000000, NULL,
@@ -236,7 +238,7 @@ static const key_def_t keys[] = {
     KEY_I64("serve.hot.ttl.ms", serve_hot_ttl_ms, "1000", 1, 3600000, NULL,
             "`hotcount serve`: the TTL of a read-hot post's count (>= serve.ttl.ms; equal: "
             "promotion off)"),
-    /* The sketch's ceiling (HC_HOTKEYS_MAX_K); about 3 KB each (README). */
+    /* The sketch's ceiling (HC_HOTKEYS_MAX_K); about 3 KB each (docs/READERS.md). */
     KEY_I64("serve.hot.max", serve_hot_max, "1024", 1, 4096, NULL,
             "`hotcount serve`: posts whose reads are sampled at once, and most read-hot posts"),
     KEY_I32("serve.hot.follow", serve_hot_follow, "-1", -1, 1, NULL,

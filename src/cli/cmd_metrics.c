@@ -7,8 +7,8 @@
 
 static const hc_cli_opt_t metrics_opts[] = {
     {"markdown", 0, NULL,
-     "a Markdown table (metric, type, labels, meaning), as the README and docs/FORMATS.md hold "
-     "it"},
+     "a Markdown table (metric, type, labels, meaning), as docs/OPERATIONS.md and "
+     "docs/FORMATS.md hold it"},
     {"serve", 0, NULL, "the metrics of `hotcount serve`'s /metrics instead of the stages'"},
     {NULL, 0, NULL, NULL},
 };

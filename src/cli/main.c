@@ -12,8 +12,8 @@
  * go back to the kernel over 1 s instead of jemalloc's 10: librdkafka's fetch buffers and
  * consumed messages are freed in bulk, and at 10 s about 70 MB of them stayed resident in
  * stage 1 whatever max.keys said (hotcount_memory_resident_bytes minus
- * hotcount_memory_allocated_bytes; 27-39 MB at 1 s, same CPU within the noise: README
- * "Memory"). */
+ * hotcount_memory_allocated_bytes; 27-39 MB at 1 s, same CPU within the noise:
+ * docs/OPERATIONS.md "Memory"). */
 extern const char *malloc_conf;
 const char *malloc_conf = "dirty_decay_ms:1000";
 

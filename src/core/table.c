@@ -15,7 +15,7 @@
  * moves pages instead of copying them, and given back with munmap. Through malloc a growth
  * step copied the array and left the old one free inside the allocator, whose free pages stay
  * resident for a while (jemalloc's decay): by the arrays' sizes, a table that grew to 10^6
- * keys left about as much memory again behind it (README "Memory"). Under the address
+ * keys left about as much memory again behind it (docs/OPERATIONS.md "Memory"). Under the address
  * sanitizer they come from malloc, whose overflows it checks. */
 #include "hotcount/table.h"
 

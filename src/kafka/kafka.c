@@ -216,7 +216,7 @@ static const prop_t stage1_consumer_props[] = {
      * is refilled at once (at 16 MiB and 1000 ms it lost 40 % of its sustained rate in 2
      * pairs). 6 interleaved pairs against 64 MiB on a loaded machine (2026-12-01): stage 1's
      * peak RSS 0.52-0.71x, sustained rate 0.56-3.6x (median 0.94), CPU per event 0.71-1.15x
-     * (median 1.0): within that machine's noise (README "Memory"). */
+     * (median 1.0): within that machine's noise (docs/OPERATIONS.md "Memory"). */
     {"queued.max.messages.kbytes", "16384"},
     {"fetch.queue.backoff.ms", "10"},
     {NULL, NULL},

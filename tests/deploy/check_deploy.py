@@ -709,7 +709,7 @@ def check_compose(rep, docs, hotcount):
         redis_cmd = " ".join(str(c) for c in (services.get("redis") or {}).get("command") or [])
         for flag in ("--appendonly yes", "--appendfsync everysec", "--maxmemory-policy noeviction"):
             if flag not in redis_cmd:
-                rep.fail(path, f"redis: command lacks `{flag}` (README: AOF on, noeviction)")
+                rep.fail(path, f"redis: command lacks `{flag}` (docs/STORES.md: AOF on, noeviction)")
     return compose, invs
 
 

@@ -199,7 +199,7 @@ hcf_deadline "$timeout_s"
 # --- the stages ----------------------------------------------------------------------------
 declare -A stopped=() ends=() jobs=() retiring=() retiring_at=() retiring_outage=()
 # Outages of the broker or the store: a stage stopped meanwhile may need more than its
-# stop.timeout.ms (a call waits out its own bound) and then exits 5 by design (README,
+# stop.timeout.ms (a call waits out its own bound) and then exits 5 by design (docs/OPERATIONS.md,
 # stop.timeout.ms); a leaver whose stop overlapped one may exit 5, any other must exit 0.
 store_down='' broker_down='' outages=0
 phase0=$(date +%s%3N)

@@ -10,7 +10,7 @@ max(0, store - recount). The last line is machine-readable: `tally: lost=L dupli
 Exit 0 when both are zero, 1 otherwise. With --counts-topic it also reports (without failing)
 how many posts' latest changelog total differs from the store: a stage 2 killed between a store
 commit and the delivery of that batch's changelog records leaves them stale until the post
-changes again (README, "Counts changelog").
+changes again (docs/FORMATS.md, "Counts changelog").
 """
 import argparse
 import importlib.util

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kafka-smoke.sh: does this Kafka broker version work with Debian's librdkafka (2.0.2)?
-# Run it when changing HC_KAFKA_VERSION / kafka/pom.xml (README.md records the last run).
+# Run it when changing HC_KAFKA_VERSION / kafka/pom.xml (tests/README.md records the last run).
 #
 #   tests/harness/kafka-smoke.sh [--kcat-produce] HOTCOUNT_BINARY
 #

@@ -62,7 +62,7 @@ start_serve() { # name extra-args...: sets $url
 }
 # serve.stats.expose=1: /v1/stats names the stages' addresses (checked against serve.stages);
 # the coalescing check's 200 concurrent clients all come from 127.0.0.1, as from one CDN node:
-# the per-address limit is raised as README says to behind a proxy
+# the per-address limit is raised as docs/OPERATIONS.md says to behind a proxy
 start_serve serve -X serve.stages="$m1,$m2" -X serve.ttl.ms=20 -X serve.stats.expose=1 \
     -X serve.max.connections.per.ip=1000
 serve_url=$url

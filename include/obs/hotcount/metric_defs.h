@@ -5,9 +5,9 @@
  * serve.listen, src/serve/serve_http.c), its name, type, labels (as the docs show them: a label
  * with a fixed set of values lists them, `name="a"|"b"`), its # HELP text, and its meaning for the
  * docs. The renderers take the name, type and HELP text from this table and nothing else; the
- * metric tables of the README and docs/FORMATS.md are `hotcount metrics --markdown [--serve]`'s
- * output (tools/gen-docs writes them; the docs_generated test fails when they differ), and
- * tests/deploy/check_deploy.py checks the alerts and dashboards against the same output.
+ * metric tables of docs/OPERATIONS.md and docs/FORMATS.md are `hotcount metrics --markdown
+ * [--serve]`'s output (tools/gen-docs writes them; the docs_generated test fails when they differ),
+ * and tests/deploy/check_deploy.py checks the alerts and dashboards against the same output.
  * hotcount_up is on both pages, so it has a row on each. Metric names and labels are the
  * contract users script against: never rename one (unit_metrics_page compares the whole page).
  *
@@ -285,7 +285,7 @@ extern const hc_metric_def_t hc_metric_defs[HC_METRIC_COUNT];
 const char *hc_metric_type_str(hc_metric_type_t type);
 
 /* The page's metrics as a Markdown table (| metric | type | labels | meaning |), in page order:
- * what the README and docs/FORMATS.md hold. */
+ * what docs/OPERATIONS.md and docs/FORMATS.md hold. */
 void hc_metric_defs_print_markdown(FILE *out, hc_metric_page_t page);
 /* One line per metric of the page: name, type, labels, # HELP text, tab-separated. */
 void hc_metric_defs_print(FILE *out, hc_metric_page_t page);

@@ -11,7 +11,7 @@
 /* Exposition (Prometheus text format 0.0.4, served at /metrics), all names prefixed hotcount_.
  * Every metric is declared once, in the registry hotcount/metric_defs.h (name, type, labels,
  * help, meaning): hc_metrics_render takes its names and # HELP / # TYPE lines from there, and
- * `hotcount metrics --markdown` prints the table the README and docs/FORMATS.md hold. */
+ * `hotcount metrics --markdown` prints the table docs/OPERATIONS.md and docs/FORMATS.md hold. */
 /* clang-format off */
 /*
  * Histogram buckets (le, seconds unless noted):

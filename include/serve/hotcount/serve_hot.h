@@ -23,9 +23,10 @@
  * until the function says it is not (checked at every window's close).
  *
  * Memory is fixed at hc_serve_hot_new whatever the number of distinct posts read: about 2.9 KB
- * per unit of `max` (sketch counters, hot-set members, the topic list; see README "Read-hot
- * promotion" for the measured figure). A topic-hot post that finds the topic list full still
- * gets the hot TTL; it is only not listed (counted in `unlisted`).
+ * per unit of `max` (sketch counters, hot-set members, the topic list; the measured figure is
+ * in bench/RESULTS.md, "Memory"; docs/READERS.md, "Read-hot promotion", has the design). A
+ * topic-hot post that finds the topic list full still gets the hot TTL; it is only not listed
+ * (counted in `unlisted`).
  *
  * Threads: every call may come from any thread (one mutex). The topic function is called with
  * that mutex held: it must not call back into this module. */
@@ -40,7 +41,7 @@
 #include "hotcount/event.h"
 
 #define HC_SERVE_HOT_MAX 4096       /* `max`'s ceiling: the sketch's (HC_HOTKEYS_MAX_K) */
-#define HC_SERVE_HOT_WINDOW_MS 1000 /* serve's rate window, see README */
+#define HC_SERVE_HOT_WINDOW_MS 1000 /* serve's rate window, see docs/READERS.md */
 
 typedef int64_t (*hc_serve_hot_clock_fn)(void *opaque); /* monotonic milliseconds */
 
