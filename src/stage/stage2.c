@@ -788,6 +788,12 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
     case HC_ERR_CONFLICT:
         hc_metric_add(m->store_conflict, 1);
         hc_log(HC_LOG_WARN, s2->loop.name, "store batch refused (%s); re-reading offsets", errstr);
+        if (s2->changelog) {
+            /* another owner stored batches here, whose changelog records its fence may have
+             * aborted (a zombie's store write can land after this stage's takeover repair):
+             * republish from the marks (RELIABILITY.md, S3) */
+            hc_changelog_assigned(s2->changelog);
+        }
         break;
     default:
         hc_metric_add(m->store_error, 1);
@@ -1146,6 +1152,9 @@ static hc_err_t check_store(hc_stage2_t *s2, int64_t now_ms, char *errstr, size_
         hc_log(HC_LOG_INFO, s2->loop.name,
                "store check: %zu partitions' offsets moved ahead (another owner); re-reading",
                moved);
+        if (s2->changelog) {
+            hc_changelog_assigned(s2->changelog); /* as after a lost compare-and-set */
+        }
     } else {
         goto done;
     }
