@@ -341,15 +341,6 @@ void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer)
     renew_if_fatal(cl);
 }
 
-void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int64_t timeout_ms)
-{
-    (void)consumer;
-    (void)timeout_ms;
-    /* Every batch's transaction ended before its publish returned: nothing is queued that
-     * could reach the topic after the next owner's repair. */
-    rd_kafka_poll(cl->producer, 0);
-}
-
 void hc_changelog_assigned(hc_changelog_t *cl)
 {
     cl->taken_over = true;

@@ -1258,9 +1258,6 @@ static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *pa
             err = flush(s2, NULL, errstr, errstr_size);
         }
     }
-    if (s2->changelog) {
-        hc_changelog_drain(s2->changelog, s2->loop.consumer, s2->cfg->timeouts.drain_ms);
-    }
     hc_metrics_stage_released(s2->metrics, HC_METRICS_STAGE2);
     rd_kafka_topic_partition_list_t *staying = staying_partitions(s2, partitions);
     if (!staying || staying->cnt == 0 || hc_stage_loop_failed(&s2->loop) || err != HC_OK) {
@@ -1539,9 +1536,6 @@ static hc_err_t on_stopping(void *stage, hc_err_t err, char *errstr, size_t errs
         if (err == HC_OK) {
             err = flush(s2, NULL, errstr, errstr_size);
         }
-    }
-    if (s2->changelog) {
-        hc_changelog_drain(s2->changelog, s2->loop.consumer, s2->cfg->timeouts.drain_ms);
     }
     return err;
 }

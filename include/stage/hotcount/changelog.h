@@ -69,10 +69,6 @@ void hc_changelog_publish(hc_changelog_t *cl, rd_kafka_t *consumer, const hc_sto
  * process's changelog instead). Cheap; call every loop turn. */
 void hc_changelog_poll(hc_changelog_t *cl, rd_kafka_t *consumer);
 
-/* Before the consumer gives partitions up. Every batch's transaction ended inside its publish, so
- * nothing is left to deliver late; kept for the callers' shape. */
-void hc_changelog_drain(hc_changelog_t *cl, rd_kafka_t *consumer, int64_t timeout_ms);
-
 /* Partitions were just assigned to the stage: the previous owner's last batches may be missing
  * from the changelog, so a repair is wanted before any mark moves again. */
 void hc_changelog_assigned(hc_changelog_t *cl);
