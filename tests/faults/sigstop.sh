@@ -7,9 +7,9 @@
 #
 # STAGE stage1, stage2 or both (stage 2's zombie, then stage 1's, in one stream), STORE sqlite,
 # redis or postgresql. Two processes of each stage run (session.timeout.ms=6000); the victim
-# (s1-a / s2-a) runs with flush.ms=3000 so that a window of several seconds is open when it is
-# stopped: once it has finished a window, it is stopped when the next one has been open for
-# 0.8-2.5 s (hotcount_unflushed_input_seconds), while events flow.
+# (s1-a / s2-a) runs with a long flush.ms (3000 / 20000) so that its window is open for a second
+# or more when it is stopped: once it has finished a window, it is stopped when the next one has
+# been open for 0.8-2.5 s / 0.2-1.0 s (hotcount_unflushed_input_seconds), while events flow.
 # Then the other process must hold every partition and finish a window of its own (so the
 # stored offsets / committed offsets moved past the zombie's window) before SIGCONT.
 #   stage 2: the zombie's batch carries the offsets its window started from; the store's
@@ -62,7 +62,10 @@ refused_since() { # id count
 
 start_stage stage1 s1-a -X flush.ms=$victim_flush_ms
 start_stage stage1 s1-b
-start_stage stage2 s2-a -X flush.ms=$victim_flush_ms
+# stage 2's victim: its window closes flush.ms/10 after its first partial (src/core/window.c),
+# so flush.ms=20000 keeps one open for 2 s, a margin of a second or more past the aim below
+# for the metrics read and the SIGSTOP on a loaded machine
+start_stage stage2 s2-a -X flush.ms=$((victim_flush_ms * 20 / 3))
 start_stage stage2 s2-b
 wait_all_assigned s1-a s1-b s2-a s2-b
 say "sigstop $which $store_kind: $events events at $rate/s (~$seconds s), seed $seed, run $run"
@@ -75,19 +78,21 @@ for st in "${stages[@]}"; do
     [ "$st" = stage2 ] && total=$partials_partitions
     wait_assigned "$v" 60 || fail "$v holds no partitions"
     # a window open for a while: after a flush, the next window (the stream flows into it) open
-    # for 0.8-2.5 s of stage 1's flush.ms=3000; stage 2 closes its window flush.ms/10 after the
-    # window's first partial (src/stage/stage2.c), so 50-250 ms of its 300
+    # for 0.8-2.5 s of stage 1's flush.ms=3000, or 0.2-1.0 s of the 2 s stage 2's victim holds
+    # one (above). Nothing but the open_past read stands between the aim and the SIGSTOP: the
+    # window must still be open when the signal lands, or the zombie's batch reaches the store
+    # before its takeover and nothing is left to refuse.
     if [ "$st" = stage2 ]; then
-        aim=$((50 + RANDOM % 201))
+        aim=$((200 + RANDOM % 801))
     else
         aim=$((800 + RANDOM % 1701))
     fi
     n0=$(windows "$v") || fail "$v does not answer on its metrics port"
+    r0=$(refusals "$v") || fail "$v does not answer on its metrics port"
     wait_for 30 0.1 windowed_since "$v" "$n0" || fail "$v finished no window within 30 s"
     wait_for 30 0.05 open_past "$v" "$aim" || fail "$v had no window open for $aim ms within 30 s"
-    r0=$(refusals "$v") || fail "$v does not answer on its metrics port"
-    ours "$producer" || fail "the stream ended before $v was stopped (raise HC_FAULT_SECONDS)"
     kill -STOP "${pid_of[$v]}"
+    ours "$producer" || fail "the stream ended before $v was stopped (raise HC_FAULT_SECONDS)"
     say "SIGSTOP $st $v pid ${pid_of[$v]} at +$(elapsed) s, its window open for >= $aim ms ($(assigned "$peer") partitions on $peer)"
     wait_for 60 0.2 holds_all "$peer" "$total" ||
         fail "$peer does not hold all $total partitions within 60 s of the SIGSTOP"
