@@ -350,7 +350,12 @@ void hc_changelog_assigned(hc_changelog_t *cl)
 
 bool hc_changelog_repair_due(const hc_changelog_t *cl, int64_t now_ms)
 {
-    return (cl->taken_over || (cl->failed && cl->outstanding == 0)) && now_ms >= cl->repair_at_ms;
+    return hc_changelog_repair_wanted(cl) && now_ms >= cl->repair_at_ms;
+}
+
+bool hc_changelog_repair_wanted(const hc_changelog_t *cl)
+{
+    return cl->taken_over || (cl->failed && cl->outstanding == 0);
 }
 
 /* A repair that could not finish: the marks stay put (failed), and the next attempt waits a

@@ -1525,17 +1525,27 @@ static hc_err_t on_tick(void *stage, int64_t now_ms, bool idle, char *errstr, si
 }
 
 /* A clean stop stores the open window once; if the store is down it is dropped and the next
- * run re-reads those partials from the stored offsets. */
+ * run re-reads those partials from the stored offsets. A changelog repair still wanted (its
+ * last try failed, or it waits out its back-off) gets one try, without the back-off: a stage
+ * stopped after a broker or store outage would otherwise leave its last totals unpublished
+ * until the next owner of its partitions repairs them, which may be the next deployment.
+ * Its calls are bounded like any repair's, and stop.timeout.ms bounds the whole stop. */
 static hc_err_t on_stopping(void *stage, hc_err_t err, char *errstr, size_t errstr_size)
 {
     hc_stage2_t *s2 = stage;
     if (err != HC_OK) {
         (void)step(s2, HC_STAGE2_EV_FAIL, HC_OK, errstr, errstr_size); /* keeps errstr */
-    } else if (has_window(s2->state)) {
+        return err;
+    }
+    if (has_window(s2->state)) {
         err = step(s2, HC_STAGE2_EV_CLOSE, HC_OK, errstr, errstr_size);
         if (err == HC_OK) {
             err = flush(s2, NULL, errstr, errstr_size);
         }
+    }
+    if (err == HC_OK && s2->changelog && hc_changelog_repair_wanted(s2->changelog)) {
+        hc_log(HC_LOG_INFO, s2->loop.name, "changelog repair wanted at the stop: one try");
+        err = repair_changelog(s2, errstr, errstr_size);
     }
     return err;
 }

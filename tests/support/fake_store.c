@@ -47,6 +47,8 @@ struct hc_fake_store {
     size_t refuse_n;
     int fail_reads;        /* read_offsets calls still to fail */
     int fail_opens;        /* opens still to fail */
+    int fail_gets;         /* get calls still to fail */
+    int gets_failed;       /* get calls failed so far */
     int reads;             /* read_offsets calls */
     int epoch;             /* the identity: bumped by hc_fake_store_forget(..., true) */
     bool down;             /* every apply fails with HC_ERR_TRANSIENT (hc_fake_store_set_down) */
@@ -426,10 +428,16 @@ static hc_err_t fake_apply(hc_store_t *st, const hc_store_batch_t *batch, char *
 static hc_err_t fake_get(hc_store_t *st, const char *const *post_ids, const size_t *post_id_lens,
                          size_t count, int64_t *likes_out, char *errstr, size_t errstr_size)
 {
-    (void)errstr;
-    (void)errstr_size;
     hc_fake_store_t *fake = fake_of(st);
     pthread_mutex_lock(&fake->mu);
+    if (fake->fail_gets > 0) {
+        fake->fail_gets--;
+        fake->gets_failed++;
+        pthread_cond_broadcast(&fake->changed);
+        pthread_mutex_unlock(&fake->mu);
+        hc_errstr_set(errstr, errstr_size, "fake store: scripted outage");
+        return HC_ERR_TRANSIENT;
+    }
     for (size_t i = 0; i < count; i++) {
         fake_count_t *c = count_find(fake, post_ids[i], post_id_lens[i], false);
         likes_out[i] = c ? c->likes : 0;
@@ -569,6 +577,13 @@ void hc_fake_store_fail_reads(hc_fake_store_t *fake, int n)
     pthread_mutex_unlock(&fake->mu);
 }
 
+void hc_fake_store_fail_gets(hc_fake_store_t *fake, int n)
+{
+    pthread_mutex_lock(&fake->mu);
+    fake->fail_gets = n;
+    pthread_mutex_unlock(&fake->mu);
+}
+
 void hc_fake_store_fail_opens(hc_fake_store_t *fake, int n)
 {
     pthread_mutex_lock(&fake->mu);
@@ -627,6 +642,19 @@ bool hc_fake_store_wait_reads(hc_fake_store_t *fake, int n, int64_t timeout_ms)
         rc = pthread_cond_timedwait(&fake->changed, &fake->mu, &deadline);
     }
     bool ok = fake->reads >= n;
+    pthread_mutex_unlock(&fake->mu);
+    return ok;
+}
+
+bool hc_fake_store_wait_failed_gets(hc_fake_store_t *fake, int n, int64_t timeout_ms)
+{
+    struct timespec deadline = deadline_after(timeout_ms);
+    pthread_mutex_lock(&fake->mu);
+    int rc = 0;
+    while (fake->gets_failed < n && rc != ETIMEDOUT) {
+        rc = pthread_cond_timedwait(&fake->changed, &fake->mu, &deadline);
+    }
+    bool ok = fake->gets_failed >= n;
     pthread_mutex_unlock(&fake->mu);
     return ok;
 }

@@ -69,6 +69,10 @@ void hc_fake_store_slow(hc_fake_store_t *fake, int64_t us_per_delta);
 
 /* The next n hc_store_read_offsets calls fail with HC_ERR_TRANSIENT (a store that is down). */
 void hc_fake_store_fail_reads(hc_fake_store_t *fake, int n);
+/* The next n hc_store_get calls fail with HC_ERR_TRANSIENT (0 ends a run of failures). */
+void hc_fake_store_fail_gets(hc_fake_store_t *fake, int n);
+/* Waits (up to timeout_ms) until at least n hc_store_get calls have failed; false on timeout. */
+bool hc_fake_store_wait_failed_gets(hc_fake_store_t *fake, int n, int64_t timeout_ms);
 /* The next n opens of a handle on this fake fail with HC_ERR_TRANSIENT (a server not up yet). */
 void hc_fake_store_fail_opens(hc_fake_store_t *fake, int n);
 /* Waits (up to timeout_ms) until hc_store_read_offsets was called at least n times, failed calls

@@ -199,11 +199,48 @@ static void undelivered_record_at_revoke_is_republished_by_the_next_owner(void *
     assert_int_equal(counted(&c, "c"), 3);
 }
 
+/* S3(b) of docs/RELIABILITY.md: a stage whose batch's changelog transaction failed (its broker
+ * down), and whose repair then failed too (the store's reads down), is stopped before the repair's
+ * back-off has passed. Its clean stop tries the repair once more, so the changelog is complete
+ * when it exits, with no next owner needed.
+ * Mutant seen failing: on_stopping without its repair try (post c is never published). */
+static void repair_failed_before_a_clean_stop_is_tried_again_by_the_stop(void **state)
+{
+    fixture_t *f = *state;
+    /* a failed repair waits a minute before its next try: only the stop can make it */
+    f->env.cfg.timeouts.backoff_min_ms = 60000;
+    f->env.cfg.timeouts.backoff_max_ms = 60000;
+    /* the stop's try must outlast the producer's reconnect to the broker just back */
+    f->env.cfg.timeouts.drain_ms = 10000;
+    hc_stage2_run_start(&f->run, &f->env.cfg, "a", &f->metrics);
+    produce(f, "a", 1);
+    wait_stored(f);
+    assert_true(wait_counted(f, "a", 1));
+
+    hc_fake_store_fail_gets(f->env.fake, 1000000);
+    assert_int_equal(rd_kafka_mock_broker_set_down(f->env.mock.mcluster, COUNTS_BROKER), 0);
+    produce(f, "c", 3);
+    wait_stored(f); /* stored; its changelog transaction cannot commit */
+    /* the repair read the store's totals, failed, and waits out its back-off (a repair runs only
+     * once the transaction failed: the broker comes back only then) */
+    assert_true(hc_fake_store_wait_failed_gets(f->env.fake, 1, WAIT_MS));
+    assert_int_equal(rd_kafka_mock_broker_set_up(f->env.mock.mcluster, COUNTS_BROKER), 0);
+    hc_fake_store_fail_gets(f->env.fake, 0);
+    stop_stage(f);
+
+    counts_t c;
+    read_counts(f, &c);
+    assert_int_equal(counted(&c, "a"), 1);
+    assert_int_equal(counted(&c, "c"), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
             undelivered_record_at_revoke_is_republished_by_the_next_owner, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            repair_failed_before_a_clean_stop_is_tried_again_by_the_stop, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

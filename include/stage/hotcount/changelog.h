@@ -78,6 +78,11 @@ void hc_changelog_assigned(hc_changelog_t *cl);
  * back-off after a failed repair has passed. No mark moves until a repair succeeds. */
 bool hc_changelog_repair_due(const hc_changelog_t *cl, int64_t now_ms);
 
+/* True when a repair is wanted at all, whatever its back-off says: for the one try a clean stop
+ * makes, so that a stage stopped after a failed repair leaves no total unpublished until the next
+ * owner of its partitions repairs them. */
+bool hc_changelog_repair_wanted(const hc_changelog_t *cl);
+
 /* The partials ranges whose posts the changelog may lack, for partitions just taken over: for each
  * partitions[i] whose store offset stored_next[i] is known, [its committed mark, stored_next[i])
  * when that is not empty. ranges_out has room for count; *range_count_out is how many were written.
