@@ -36,6 +36,7 @@
 #include "hotcount/table.h"
 #include "hotcount/timeouts.h"
 #include "hotcount/window.h"
+#include "hotcount/window_log.h"
 #include "stage2_impl.h"
 
 /* The batch limit's start (batch_adapt's slow start): four full packed records. */
@@ -51,13 +52,6 @@ typedef struct part_state {
 
 /* One partial that joined the open window: where it came from and what it added, so that the
  * post's partials can be dead-lettered if the store refuses the post (HC_ERR_RECORD). */
-typedef struct source {
-    int32_t partition;
-    uint32_t entry; /* its post's index in the table */
-    int64_t offset;
-    int64_t delta, events, ts_min, ts_max;
-} source_t;
-
 /* refused[i] for table entry i */
 enum { ENTRY_OK = 0, ENTRY_REFUSED, ENTRY_DEAD_LETTERED };
 
@@ -104,8 +98,7 @@ struct hc_stage2 {
      * each table entry's refusal state (owned, refused_cap long). */
     rd_kafka_t *dlq;
     int64_t dlq_failed;
-    source_t *sources;
-    size_t source_n, source_cap;
+    hc_window_log_t sources; /* where each partial of the open window came from */
     uint8_t *refused;
     size_t refused_cap;
     size_t *map; /* owned, deltas_cap long: a batch delta's table index */
@@ -264,7 +257,7 @@ static void window_drop(hc_stage2_t *s2)
     s2->window_events = 0;
     s2->window_partials = 0;
     s2->window_records = 0;
-    s2->source_n = 0;
+    hc_window_log_clear(&s2->sources);
 }
 
 /* Every partition treated as gone: its messages are dropped until the next assignment, which
@@ -590,22 +583,23 @@ static hc_err_t dead_letter_refused(hc_stage2_t *s2, size_t n, char *errstr, siz
             continue;
         }
         const hc_table_entry_t *ent = hc_table_entry(s2->tbl, e);
-        for (size_t i = 0; i < s2->source_n; i++) {
-            const source_t *src = &s2->sources[i];
-            if (src->entry != e) {
+        hc_window_log_pos_t pos = {0};
+        hc_window_log_rec_t src;
+        while (hc_window_log_next(&s2->sources, &pos, &src)) {
+            if (src.entry != e) {
                 continue;
             }
             hc_table_entry_t one = {.post_id = ent->post_id,
                                     .post_id_len = ent->post_id_len,
-                                    .delta = src->delta,
-                                    .events = src->events,
-                                    .ts_min = src->ts_min,
-                                    .ts_max = src->ts_max};
+                                    .delta = src.delta,
+                                    .events = src.events,
+                                    .ts_min = src.ts_min,
+                                    .ts_max = src.ts_max};
             char buf[HC_PARTIAL_MAX_BYTES];
             size_t len = hc_partial_encode(&one, buf, sizeof(buf));
             hc_err_t err =
-                dead_letter(s2, src->partition, src->offset, ent->post_id, ent->post_id_len, buf,
-                            len, HC_PARTIAL_STORE_REFUSED, errstr, errstr_size);
+                dead_letter(s2, src.partition, src.offset, ent->post_id, ent->post_id_len, buf, len,
+                            HC_PARTIAL_STORE_REFUSED, errstr, errstr_size);
             if (err != HC_OK) {
                 return err; /* the entry stays REFUSED: all its partials go again next time */
             }
@@ -773,9 +767,11 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
         hc_metric_add(m->store_keys_written, (int64_t)n);
         int64_t refused_events = 0;
         int64_t refused_partials = 0;
-        for (size_t i = 0; n < n_all && i < s2->source_n; i++) {
-            if (s2->refused[s2->sources[i].entry] != ENTRY_OK) {
-                refused_events += s2->sources[i].events;
+        hc_window_log_pos_t pos = {0};
+        hc_window_log_rec_t src;
+        while (n < n_all && hc_window_log_next(&s2->sources, &pos, &src)) {
+            if (s2->refused[src.entry] != ENTRY_OK) {
+                refused_events += src.events;
                 refused_partials++;
             }
         }
@@ -1006,28 +1002,19 @@ done:
 static hc_err_t add_source(hc_stage2_t *s2, const rd_kafka_message_t *rkm,
                            const hc_pack_entry_t *partial, size_t before)
 {
-    if (s2->source_n == s2->source_cap) {
-        size_t cap = s2->source_cap ? s2->source_cap * 2 : 1024;
-        source_t *grown = realloc(s2->sources, cap * sizeof(*grown));
-        if (!grown) {
-            return HC_ERR_FATAL;
-        }
-        s2->sources = grown;
-        s2->source_cap = cap;
-    }
     size_t entry = before;
     if (hc_table_count(s2->tbl) == before) {
         entry = (size_t)(hc_table_find(s2->tbl, partial->post_id, partial->post_id_len) -
                          hc_table_entry(s2->tbl, 0));
     }
-    s2->sources[s2->source_n++] = (source_t){.partition = rkm->partition,
-                                             .entry = (uint32_t)entry,
-                                             .offset = rkm->offset,
-                                             .delta = partial->delta,
-                                             .events = partial->events,
-                                             .ts_min = partial->ts_min,
-                                             .ts_max = partial->ts_max};
-    return HC_OK;
+    hc_window_log_rec_t rec = {.partition = rkm->partition,
+                               .entry = (uint32_t)entry,
+                               .offset = rkm->offset,
+                               .delta = partial->delta,
+                               .events = partial->events,
+                               .ts_min = partial->ts_min,
+                               .ts_max = partial->ts_max};
+    return hc_window_log_append(&s2->sources, &rec);
 }
 
 /* ---- the loop's hooks (stage_loop.h) ---- */
@@ -1747,7 +1734,7 @@ void hc_stage2_destroy(hc_stage2_t *s2)
         rd_kafka_flush(s2->dlq, (int)s2->cfg->timeouts.drain_ms);
         rd_kafka_destroy(s2->dlq);
     }
-    free(s2->sources);
+    hc_window_log_fini(&s2->sources);
     free(s2->refused);
     free(s2->map);
     free(s2->totals);
