@@ -13,18 +13,20 @@
  * is set, into one manifest record per window inside its transaction (hotcount/manifest.h), so
  * a checker can prove that the committed windows tile every raw partition exactly once.
  *
- * The window is a state machine (hotcount/stage.h): every step is an action whose result's class
- * picks the next state in hc_stage1_next, and act() then does what the new state asks for, in
- * one place: count a commit or an abort, abort an unusable transaction, replace the producer
- * after an aborted or unknown-outcome transaction (docs/RELIABILITY.md, "Late writes"), reset
- * the window. Every partial carries its window's raw ranges (hotcount/source_check.h). The
- * consumer, its rebalances, the heartbeat and the error latch are the shared loop's
- * (hotcount/stage_loop.h); this file plugs into it with the hooks at the bottom. */
+ * The window is a state machine (stage1_impl.h, in the shape of fsm.h): every step is an event
+ * whose result's class picks the next state in hc_stage1_next, and act() then does what the new
+ * state asks for, in one place: count a commit or an abort, abort an unusable transaction,
+ * replace the producer after an aborted or unknown-outcome transaction (docs/RELIABILITY.md,
+ * "Late writes"), reset the window. Every partial carries its window's raw ranges
+ * (hotcount/source_check.h). The consumer, its rebalances, the heartbeat and the error latch are
+ * the shared loop's (hotcount/stage_loop.h); this file plugs into it with the hooks at the bottom.
+ */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsm.h"
 #include "hotcount/clock.h"
 #include "hotcount/event.h"
 #include "hotcount/hotkeys.h"
@@ -42,6 +44,7 @@
 #include "hotcount/table.h"
 #include "hotcount/timeouts.h"
 #include "hotcount/window.h"
+#include "stage1_impl.h"
 
 /* messages polled between two additions to metrics->events_consumed */
 #define PUBLISH_EVERY 1024
@@ -105,85 +108,68 @@ struct hc_stage1 {
 
 /* ---- the state machine ------------------------------------------------------------------- */
 
-hc_stage1_state_t hc_stage1_next(hc_stage1_state_t from, hc_stage1_action_t action,
-                                 hc_err_t outcome)
-{
+#define S(x) HC_STAGE1_##x
+#define EV(x) HC_STAGE1_EV_##x
+
+/* The table of stage1_impl.h, row for row. */
+static const hc_fsm_edge_t edges[] = {
+    {S(IDLE), EV(BEGIN), HC_OK, S(OPEN)},
+    {S(IDLE), EV(REVOKE), HC_OK, S(IDLE)},
+    {S(OPEN), EV(PRODUCE), HC_OK, S(OPEN)},
+    {S(OPEN), EV(PRODUCE), HC_ERR_ABORT, S(ABORTING)},
+    {S(OPEN), EV(COMMIT), HC_OK, S(IDLE)},
+    {S(OPEN), EV(COMMIT), HC_ERR_ABORT, S(ABORTING)},
 #ifdef HC_MUTANT_NO_ENDTXN_DEFENCE
     /* Mutant build (tests/unit/test_stage1_fsm.c, test_stage1_mock.c), never the product: the
      * producer outlives an aborted transaction, and a commit or abort of unknown outcome stops
      * the stage, as before the late-write defence. */
-    if (from == HC_STAGE1_ABORTING && action == HC_STAGE1_ABORT) {
-        return outcome == HC_OK ? HC_STAGE1_REWINDING : HC_STAGE1_FAILED;
-    }
-    if (from == HC_STAGE1_OPEN && action == HC_STAGE1_COMMIT && outcome == HC_ERR_TRANSIENT) {
-        return HC_STAGE1_FAILED;
-    }
+    {S(ABORTING), EV(ABORT), HC_OK, S(REWINDING)},
+#else
+    /* the commit's retries ran out: it may still land; only a new epoch fences it */
+    {S(OPEN), EV(COMMIT), HC_ERR_TRANSIENT, S(RENEWING)},
+    /* aborted, or of unknown outcome (the abort's retries ran out): either way writes of this
+     * epoch may still be on the way */
+    {S(ABORTING), EV(ABORT), HC_OK, S(RENEWING)},
+    {S(ABORTING), EV(ABORT), HC_ERR_TRANSIENT, S(RENEWING)},
 #endif
-    switch (from) {
-    case HC_STAGE1_IDLE:
-        if (outcome == HC_OK && action == HC_STAGE1_BEGIN) {
-            return HC_STAGE1_OPEN;
-        }
-        if (outcome == HC_OK && action == HC_STAGE1_REVOKE) {
-            return HC_STAGE1_IDLE;
-        }
-        break;
-    case HC_STAGE1_OPEN:
-        if (action == HC_STAGE1_PRODUCE || action == HC_STAGE1_COMMIT) {
-            if (outcome == HC_OK) {
-                return action == HC_STAGE1_PRODUCE ? HC_STAGE1_OPEN : HC_STAGE1_IDLE;
-            }
-            if (outcome == HC_ERR_ABORT) {
-                return HC_STAGE1_ABORTING;
-            }
-            if (outcome == HC_ERR_TRANSIENT && action == HC_STAGE1_COMMIT) {
-                /* the commit's retries ran out: it may still land; only a new epoch fences it */
-                return HC_STAGE1_RENEWING;
-            }
-        }
-        if (outcome == HC_OK && action == HC_STAGE1_LOSE) {
-            return HC_STAGE1_ABORTING;
-        }
-        break;
-    case HC_STAGE1_ABORTING:
-        /* aborted, or of unknown outcome (the abort's retries ran out): either way writes of
-         * this epoch may still be on the way */
-        if (action == HC_STAGE1_ABORT && (outcome == HC_OK || outcome == HC_ERR_TRANSIENT)) {
-            return HC_STAGE1_RENEWING;
-        }
-        break;
-    case HC_STAGE1_RENEWING:
-        if (outcome == HC_OK && action == HC_STAGE1_RENEW) {
-            return HC_STAGE1_REWINDING;
-        }
-        break;
-    case HC_STAGE1_REWINDING:
-        if (action == HC_STAGE1_REWIND && outcome == HC_ERR_TRANSIENT) {
-            return HC_STAGE1_REWINDING;
-        }
-        if (outcome == HC_OK && (action == HC_STAGE1_REWIND || action == HC_STAGE1_REVOKE)) {
-            return HC_STAGE1_IDLE;
-        }
-        break;
-    case HC_STAGE1_FAILED:
-    case HC_STAGE1_STATE_COUNT:
-        break;
-    }
-    return HC_STAGE1_FAILED;
+    {S(OPEN), EV(LOSE), HC_OK, S(ABORTING)},
+    {S(RENEWING), EV(RENEW), HC_OK, S(REWINDING)},
+    {S(REWINDING), EV(REWIND), HC_OK, S(IDLE)},
+    {S(REWINDING), EV(REWIND), HC_ERR_TRANSIENT, S(REWINDING)},
+    {S(REWINDING), EV(REVOKE), HC_OK, S(IDLE)},
+};
+
+static const char *const state_names[HC_STAGE1_STATE_COUNT] = {"idle",      "open",     "aborting",
+                                                               "rewinding", "renewing", "failed"};
+static const char *const event_names[HC_STAGE1_EVENT_COUNT] = {
+    "begin", "produce", "commit", "lose", "abort", "rewind", "revoke", "renew"};
+
+static const hc_fsm_t fsm = {.name = "stage 1 window",
+                             .edges = edges,
+                             .edge_count = sizeof(edges) / sizeof(edges[0]),
+                             .state_names = state_names,
+                             .state_count = HC_STAGE1_STATE_COUNT,
+                             .event_names = event_names,
+                             .event_count = HC_STAGE1_EVENT_COUNT,
+                             .failed = HC_STAGE1_FAILED};
+
+#undef S
+#undef EV
+
+hc_stage1_state_t hc_stage1_next(hc_stage1_state_t from, hc_stage1_event_t ev, hc_err_t outcome,
+                                 char *errstr, size_t errstr_size)
+{
+    return (hc_stage1_state_t)hc_fsm_next(&fsm, (int)from, (int)ev, outcome, errstr, errstr_size);
 }
 
 const char *hc_stage1_state_name(hc_stage1_state_t state)
 {
-    static const char *const names[HC_STAGE1_STATE_COUNT] = {"idle",      "open",     "aborting",
-                                                             "rewinding", "renewing", "failed"};
-    return state < HC_STAGE1_STATE_COUNT ? names[state] : "?";
+    return hc_fsm_state_name(&fsm, (int)state);
 }
 
-const char *hc_stage1_action_name(hc_stage1_action_t action)
+const char *hc_stage1_event_name(hc_stage1_event_t ev)
 {
-    static const char *const names[HC_STAGE1_ACTION_COUNT] = {
-        "begin", "produce", "commit", "lose", "abort", "rewind", "revoke", "renew"};
-    return action < HC_STAGE1_ACTION_COUNT ? names[action] : "?";
+    return hc_fsm_event_name(&fsm, (int)ev);
 }
 
 /* ---- creation ---------------------------------------------------------------------------- */
@@ -1054,10 +1040,9 @@ static void window_committed(hc_stage1_t *s1)
     window_reset(s1);
 }
 
-/* The side effects of entering s1->state from `from` by `action`: the one place where windows
- * are counted, dropped and begun. why: the action's errstr (for the abort's log line). */
-static void enter(hc_stage1_t *s1, hc_stage1_state_t from, hc_stage1_action_t action,
-                  const char *why)
+/* The side effects of entering s1->state from `from` by `ev`: the one place where windows are
+ * counted, dropped and begun. why: the event's errstr (for the abort's log line). */
+static void enter(hc_stage1_t *s1, hc_stage1_state_t from, hc_stage1_event_t ev, const char *why)
 {
     switch (s1->state) {
     case HC_STAGE1_OPEN:
@@ -1070,11 +1055,11 @@ static void enter(hc_stage1_t *s1, hc_stage1_state_t from, hc_stage1_action_t ac
         }
         break;
     case HC_STAGE1_IDLE:
-        if (action == HC_STAGE1_COMMIT) {
+        if (ev == HC_STAGE1_EV_COMMIT) {
             window_committed(s1);
-        } else if (action == HC_STAGE1_REWIND) {
+        } else if (ev == HC_STAGE1_EV_REWIND) {
             hc_log(HC_LOG_INFO, s1->loop.name, "rewound to the committed offsets");
-        } else if (action == HC_STAGE1_REVOKE && from == HC_STAGE1_REWINDING) {
+        } else if (ev == HC_STAGE1_EV_REVOKE && from == HC_STAGE1_REWINDING) {
             /* the aborted window's input is the next owner's now */
             hc_metrics_stage_released(s1->metrics, HC_METRICS_STAGE1);
         }
@@ -1102,8 +1087,8 @@ static void enter(hc_stage1_t *s1, hc_stage1_state_t from, hc_stage1_action_t ac
         break;
     case HC_STAGE1_FAILED:
         if (from != HC_STAGE1_FAILED) {
-            hc_log(HC_LOG_ERROR, s1->loop.name, "window failed (%s when %s): %s",
-                   hc_stage1_action_name(action), hc_stage1_state_name(from), why);
+            hc_log(HC_LOG_ERROR, s1->loop.name, "window failed (event %s in state %s): %s",
+                   hc_stage1_event_name(ev), hc_stage1_state_name(from), why);
         }
         break;
     case HC_STAGE1_STATE_COUNT:
@@ -1111,29 +1096,26 @@ static void enter(hc_stage1_t *s1, hc_stage1_state_t from, hc_stage1_action_t ac
     }
 }
 
-/* Takes the transition for `action`'s outcome and does what the new state asks for; an
- * unusable transaction (ABORTING) is aborted at once, and a producer to replace (RENEWING)
- * replaced at once, before any other message or callback. Returns HC_OK, or HC_ERR_FATAL with
- * errstr when the window FAILED. */
-static hc_err_t act(hc_stage1_t *s1, hc_stage1_action_t action, hc_err_t outcome, char *errstr,
+/* The step loop (the shape of fsm.h): takes the transition for `ev`'s outcome and does what
+ * the new state asks for; an unusable transaction (ABORTING) is aborted at once, and a producer
+ * to replace (RENEWING) replaced at once, their events fed back in turn, before any other
+ * message or callback. Returns HC_OK, or HC_ERR_FATAL with errstr when the window FAILED (an
+ * event the state does not take: errstr names both). */
+static hc_err_t act(hc_stage1_t *s1, hc_stage1_event_t ev, hc_err_t outcome, char *errstr,
                     size_t errstr_size)
 {
     for (;;) {
         hc_stage1_state_t from = s1->state;
-        s1->state = hc_stage1_next(from, action, outcome);
-        if (s1->state == HC_STAGE1_FAILED && from != HC_STAGE1_FAILED && outcome == HC_OK) {
-            hc_errstr_set(errstr, errstr_size, "%s not allowed when %s (a bug)",
-                          hc_stage1_action_name(action), hc_stage1_state_name(from));
-        }
-        enter(s1, from, action, errstr);
+        s1->state = hc_stage1_next(from, ev, outcome, errstr, errstr_size);
+        enter(s1, from, ev, errstr);
         if (s1->observer) {
-            s1->observer(s1->observer_opaque, from, action, outcome, s1->state);
+            s1->observer(s1->observer_opaque, from, ev, outcome, s1->state);
         }
         if (s1->state == HC_STAGE1_ABORTING) {
-            action = HC_STAGE1_ABORT;
+            ev = HC_STAGE1_EV_ABORT;
             outcome = txn_call(s1, TXN_ABORT, NULL, errstr, errstr_size);
         } else if (s1->state == HC_STAGE1_RENEWING) {
-            action = HC_STAGE1_RENEW;
+            ev = HC_STAGE1_EV_RENEW;
             outcome = renew_producer(s1, errstr, errstr_size);
         } else {
             return s1->state == HC_STAGE1_FAILED ? HC_ERR_FATAL : HC_OK;
@@ -1145,7 +1127,7 @@ static hc_err_t act(hc_stage1_t *s1, hc_stage1_action_t action, hc_err_t outcome
 static hc_err_t close_window(hc_stage1_t *s1, char *errstr, size_t errstr_size)
 {
     hc_err_t outcome = commit_txn(s1, errstr, errstr_size);
-    return act(s1, HC_STAGE1_COMMIT, outcome, errstr, errstr_size);
+    return act(s1, HC_STAGE1_EV_COMMIT, outcome, errstr, errstr_size);
 }
 
 /* ---- one message ------------------------------------------------------------------------- */
@@ -1163,7 +1145,7 @@ static hc_err_t count_event(hc_stage1_t *s1, const hc_event_t *ev, char *errstr,
         if ((err = close_window(s1, errstr, errstr_size)) != HC_OK || s1->state != HC_STAGE1_IDLE) {
             return err;
         }
-        if ((err = act(s1, HC_STAGE1_BEGIN, begin_txn(s1, errstr, errstr_size), errstr,
+        if ((err = act(s1, HC_STAGE1_EV_BEGIN, begin_txn(s1, errstr, errstr_size), errstr,
                        errstr_size)) != HC_OK) {
             return err;
         }
@@ -1190,8 +1172,8 @@ static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *err
     }
     hc_err_t err;
     if (s1->state == HC_STAGE1_IDLE &&
-        (err = act(s1, HC_STAGE1_BEGIN, begin_txn(s1, errstr, errstr_size), errstr, errstr_size)) !=
-            HC_OK) {
+        (err = act(s1, HC_STAGE1_EV_BEGIN, begin_txn(s1, errstr, errstr_size), errstr,
+                   errstr_size)) != HC_OK) {
         return err;
     }
     hc_event_t ev;
@@ -1201,8 +1183,8 @@ static hc_err_t on_message(void *stage, const rd_kafka_message_t *rkm, char *err
     if (reason == HC_EVENT_OK) {
         err = count_event(s1, &ev, errstr, errstr_size);
     } else {
-        err = act(s1, HC_STAGE1_PRODUCE, produce_dlq(s1, rkm, reason, errstr, errstr_size), errstr,
-                  errstr_size);
+        err = act(s1, HC_STAGE1_EV_PRODUCE, produce_dlq(s1, rkm, reason, errstr, errstr_size),
+                  errstr, errstr_size);
         if (err == HC_OK && s1->state == HC_STAGE1_OPEN) {
             s1->window_invalid++;
             s1->window_by_reason[reason]++;
@@ -1271,7 +1253,7 @@ static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *pa
     hc_err_t err = HC_OK;
     if (s1->state == HC_STAGE1_OPEN && lost) {
         hc_errstr_set(errstr, errstr_size, "assignment lost");
-        err = act(s1, HC_STAGE1_LOSE, HC_OK, errstr, errstr_size);
+        err = act(s1, HC_STAGE1_EV_LOSE, HC_OK, errstr, errstr_size);
     } else if (s1->state == HC_STAGE1_OPEN) {
         err = close_window(s1, errstr, errstr_size);
     }
@@ -1279,7 +1261,7 @@ static hc_err_t on_revoke(void *stage, const rd_kafka_topic_partition_list_t *pa
     if (err == HC_OK && some_stay && s1->state == HC_STAGE1_REWINDING) {
         return HC_OK;
     }
-    return err != HC_OK ? err : act(s1, HC_STAGE1_REVOKE, HC_OK, errstr, errstr_size);
+    return err != HC_OK ? err : act(s1, HC_STAGE1_EV_REVOKE, HC_OK, errstr, errstr_size);
 }
 
 static int64_t on_due_ms(void *stage)
@@ -1300,7 +1282,7 @@ static hc_err_t on_tick(void *stage, int64_t now_ms, bool idle, char *errstr, si
         return close_window(s1, errstr, errstr_size);
     }
     if (s1->state == HC_STAGE1_REWINDING) {
-        return act(s1, HC_STAGE1_REWIND, rewind_consumer(s1, errstr, errstr_size), errstr,
+        return act(s1, HC_STAGE1_EV_REWIND, rewind_consumer(s1, errstr, errstr_size), errstr,
                    errstr_size);
     }
     return HC_OK;

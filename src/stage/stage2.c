@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsm.h"
 #include "hotcount/changelog.h"
 #include "hotcount/clock.h"
 #include "hotcount/hotkeys_pub.h"
@@ -118,92 +119,87 @@ struct hc_stage2 {
 
 /* ---- the state machine ---- */
 
-static hc_stage2_state_t after_apply(hc_err_t outcome, hc_stage2_state_t landed,
-                                     hc_stage2_state_t retry)
-{
-    switch (outcome) {
-    case HC_OK:
-        return landed;
-    case HC_ERR_TRANSIENT:
-        return retry;
-    case HC_ERR_CONFLICT:
-        return HC_STAGE2_REREAD;
-    default:
-        return HC_STAGE2_FAILED;
-    }
-}
+#define S(x) HC_STAGE2_##x
+#define EV(x) HC_STAGE2_EV_##x
+#define ANY HC_FSM_ANY
 
-hc_stage2_state_t hc_stage2_next(hc_stage2_state_t state, hc_stage2_event_t ev, hc_err_t outcome)
+/* The table of stage2_impl.h. An event other than APPLIED cannot fail: its outcome is not read
+ * (ANY). */
+static const hc_fsm_edge_t edges[] = {
+    /* the stage failed elsewhere: drop the window, commit nothing */
+    {ANY, EV(FAIL), ANY, S(FAILED)},
+    /* the store check runs only without a window: an open one's batch finds out by its
+     * compare-and-set anyway */
+    {S(IDLE), EV(PARTIAL), ANY, S(OPEN)},
+    {S(IDLE), EV(CLOSE), ANY, S(IDLE)},
+    {S(IDLE), EV(STORE_MOVED), ANY, S(REREAD)},
+    {S(OPEN), EV(PARTIAL), ANY, S(OPEN)},
+    {S(OPEN), EV(TOO_BIG), ANY, S(REWIND)},
+    {S(OPEN), EV(NO_ROOM), ANY, S(FULL)},
+    {S(OPEN), EV(APPLIED), HC_OK, S(IDLE)},
+    {S(OPEN), EV(APPLIED), HC_ERR_TRANSIENT, S(RETRY)},
+    {S(OPEN), EV(APPLIED), HC_ERR_CONFLICT, S(REREAD)},
+    {S(OPEN), EV(CLOSE), ANY, S(CLOSING)},
+    /* the partial that did not fit is in hand: lost with the batch's retry, so RETRY_REWIND */
+    {S(FULL), EV(APPLIED), HC_OK, S(IDLE)},
+    {S(FULL), EV(APPLIED), HC_ERR_TRANSIENT, S(RETRY_REWIND)},
+    {S(FULL), EV(APPLIED), HC_ERR_CONFLICT, S(REREAD)},
+    {S(FULL), EV(CLOSE), ANY, S(CLOSING)},
+    {S(FULL), EV(TOO_BIG), ANY, S(REWIND)},
+    /* a partial may not join a batch that waits */
+    {S(RETRY), EV(NO_ROOM), ANY, S(RETRY_REWIND)},
+    {S(RETRY), EV(APPLIED), HC_OK, S(IDLE)},
+    {S(RETRY), EV(APPLIED), HC_ERR_TRANSIENT, S(RETRY)},
+    {S(RETRY), EV(APPLIED), HC_ERR_CONFLICT, S(REREAD)},
+    {S(RETRY), EV(CLOSE), ANY, S(CLOSING)},
+    {S(RETRY), EV(TOO_BIG), ANY, S(REWIND)},
+    {S(RETRY_REWIND), EV(NO_ROOM), ANY, S(RETRY_REWIND)},
+    {S(RETRY_REWIND), EV(APPLIED), HC_OK, S(REWIND)},
+    {S(RETRY_REWIND), EV(APPLIED), HC_ERR_TRANSIENT, S(RETRY_REWIND)},
+    {S(RETRY_REWIND), EV(APPLIED), HC_ERR_CONFLICT, S(REREAD)},
+    {S(RETRY_REWIND), EV(CLOSE), ANY, S(CLOSING)},
+    /* the turned-away partials too: all from the store's */
+    {S(RETRY_REWIND), EV(TOO_BIG), ANY, S(REWIND)},
+    {S(REWIND), EV(REPOSITIONED), ANY, S(IDLE)},
+    {S(REREAD), EV(REPOSITIONED), ANY, S(IDLE)},
+    /* landed, or dropped: the stored offsets did not move */
+    {S(CLOSING), EV(APPLIED), HC_OK, S(IDLE)},
+    {S(CLOSING), EV(APPLIED), HC_ERR_TRANSIENT, S(IDLE)},
+    {S(CLOSING), EV(APPLIED), HC_ERR_CONFLICT, S(IDLE)},
+};
+
+static const char *const state_names[HC_STAGE2_STATE_COUNT] = {
+    "idle", "open", "full", "retry", "retry_rewind", "rewind", "reread", "closing", "failed"};
+static const char *const event_names[HC_STAGE2_EVENT_COUNT] = {
+    "partial", "no_room", "applied", "repositioned", "close", "store_moved", "fail", "too_big"};
+
+static const hc_fsm_t fsm = {.name = "stage 2 window",
+                             .edges = edges,
+                             .edge_count = sizeof(edges) / sizeof(edges[0]),
+                             .state_names = state_names,
+                             .state_count = HC_STAGE2_STATE_COUNT,
+                             .event_names = event_names,
+                             .event_count = HC_STAGE2_EVENT_COUNT,
+                             .failed = HC_STAGE2_FAILED};
+
+#undef S
+#undef EV
+#undef ANY
+
+hc_stage2_state_t hc_stage2_next(hc_stage2_state_t state, hc_stage2_event_t ev, hc_err_t outcome,
+                                 char *errstr, size_t errstr_size)
 {
-    if (ev == HC_STAGE2_EV_FAIL) {
-        return HC_STAGE2_FAILED;
-    }
-    switch (state) {
-    case HC_STAGE2_IDLE:
-        /* the store check runs only without a window: an open one's batch finds out by its
-         * compare-and-set anyway */
-        return ev == HC_STAGE2_EV_PARTIAL       ? HC_STAGE2_OPEN
-               : ev == HC_STAGE2_EV_CLOSE       ? HC_STAGE2_IDLE
-               : ev == HC_STAGE2_EV_STORE_MOVED ? HC_STAGE2_REREAD
-                                                : HC_STAGE2_FAILED;
-    case HC_STAGE2_OPEN:
-        switch (ev) {
-        case HC_STAGE2_EV_PARTIAL:
-            return HC_STAGE2_OPEN;
-        case HC_STAGE2_EV_TOO_BIG:
-            return HC_STAGE2_REWIND;
-        case HC_STAGE2_EV_NO_ROOM:
-            return HC_STAGE2_FULL;
-        case HC_STAGE2_EV_APPLIED:
-            return after_apply(outcome, HC_STAGE2_IDLE, HC_STAGE2_RETRY);
-        case HC_STAGE2_EV_CLOSE:
-            return HC_STAGE2_CLOSING;
-        default:
-            return HC_STAGE2_FAILED;
-        }
-    case HC_STAGE2_FULL:
-        /* the partial that did not fit is in hand: lost with the batch's retry, so RETRY_REWIND */
-        return ev == HC_STAGE2_EV_APPLIED
-                   ? after_apply(outcome, HC_STAGE2_IDLE, HC_STAGE2_RETRY_REWIND)
-               : ev == HC_STAGE2_EV_CLOSE   ? HC_STAGE2_CLOSING
-               : ev == HC_STAGE2_EV_TOO_BIG ? HC_STAGE2_REWIND
-                                            : HC_STAGE2_FAILED;
-    case HC_STAGE2_RETRY:
-    case HC_STAGE2_RETRY_REWIND: {
-        bool rewind = state == HC_STAGE2_RETRY_REWIND;
-        switch (ev) {
-        case HC_STAGE2_EV_NO_ROOM:
-            return HC_STAGE2_RETRY_REWIND;
-        case HC_STAGE2_EV_APPLIED:
-            return after_apply(outcome, rewind ? HC_STAGE2_REWIND : HC_STAGE2_IDLE, state);
-        case HC_STAGE2_EV_CLOSE:
-            return HC_STAGE2_CLOSING;
-        case HC_STAGE2_EV_TOO_BIG:
-            return HC_STAGE2_REWIND; /* the turned-away partials too: all from the store's */
-        default:
-            return HC_STAGE2_FAILED; /* a partial may not join a batch that waits */
-        }
-    }
-    case HC_STAGE2_REWIND:
-    case HC_STAGE2_REREAD:
-        return ev == HC_STAGE2_EV_REPOSITIONED ? HC_STAGE2_IDLE : HC_STAGE2_FAILED;
-    case HC_STAGE2_CLOSING:
-        if (ev == HC_STAGE2_EV_APPLIED &&
-            (outcome == HC_OK || outcome == HC_ERR_TRANSIENT || outcome == HC_ERR_CONFLICT)) {
-            return HC_STAGE2_IDLE; /* landed, or dropped: the stored offsets did not move */
-        }
-        return HC_STAGE2_FAILED;
-    case HC_STAGE2_FAILED:
-    default:
-        return HC_STAGE2_FAILED;
-    }
+    return (hc_stage2_state_t)hc_fsm_next(&fsm, (int)state, (int)ev, outcome, errstr, errstr_size);
 }
 
 const char *hc_stage2_state_name(hc_stage2_state_t state)
 {
-    static const char *const names[] = {"idle",   "open",   "full",    "retry", "retry_rewind",
-                                        "rewind", "reread", "closing", "failed"};
-    return (unsigned)state < sizeof(names) / sizeof(names[0]) ? names[state] : "?";
+    return hc_fsm_state_name(&fsm, (int)state);
+}
+
+const char *hc_stage2_event_name(hc_stage2_event_t ev)
+{
+    return hc_fsm_event_name(&fsm, (int)ev);
 }
 
 static bool is_paused(hc_stage2_state_t state)
@@ -801,15 +797,11 @@ static hc_err_t apply_window(hc_stage2_t *s2, char *errstr, size_t errstr_size)
 
 /* ---- transitions and their effects ---- */
 
-static hc_err_t step(hc_stage2_t *s2, hc_stage2_event_t ev, hc_err_t outcome, char *errstr,
-                     size_t errstr_size);
-
-/* What entering `to` from `from` asks of the consumer and the window. HC_OK, or the error that
- * stops the stage. */
+/* What entering `to` from `from` asks of the consumer and the window, but for REWIND's and
+ * REREAD's seek, which step() does. HC_OK, or the error that stops the stage. */
 static hc_err_t enter(hc_stage2_t *s2, hc_stage2_state_t from, hc_stage2_state_t to,
                       hc_stage2_event_t ev, hc_err_t outcome, char *errstr, size_t errstr_size)
 {
-    hc_err_t err = HC_OK;
     if (is_paused(from) && !is_paused(to) && to != HC_STAGE2_CLOSING && to != HC_STAGE2_FAILED) {
         set_paused(s2, false);
         hc_log(HC_LOG_INFO, s2->loop.name, "store batch %s after retry; resuming",
@@ -857,33 +849,47 @@ static hc_err_t enter(hc_stage2_t *s2, hc_stage2_state_t from, hc_stage2_state_t
     case HC_STAGE2_REREAD:
         window_drop(s2);
         s2->retry_attempt = 0;
-        err = to == HC_STAGE2_REWIND ? reassign_from_memory(s2, errstr, errstr_size)
-                                     : reassign_from_store(s2, errstr, errstr_size);
-        if (err != HC_OK) {
-            return err;
-        }
-        return step(s2, HC_STAGE2_EV_REPOSITIONED, HC_OK, errstr, errstr_size);
+        return HC_OK;
     case HC_STAGE2_FAILED:
     default:
+        /* errstr: the event's own (the store's answer to APPLIED, the failure behind FAIL), or
+         * hc_stage2_next's naming of an event the state does not take */
         window_drop(s2);
-        if (ev == HC_STAGE2_EV_APPLIED && outcome != HC_OK) {
-            return HC_ERR_FATAL; /* errstr: the store's */
-        }
-        if (ev != HC_STAGE2_EV_FAIL) {
-            hc_errstr_set(errstr, errstr_size, "stage 2 window: event %d in state %s", (int)ev,
-                          hc_stage2_state_name(from));
+        if (from == HC_STAGE2_FAILED && ev != HC_STAGE2_EV_FAIL) {
+            hc_errstr_set(errstr, errstr_size, "stage 2 window: event \"%s\" in state \"%s\"",
+                          hc_stage2_event_name(ev), hc_stage2_state_name(from));
         }
         return HC_ERR_FATAL;
     }
 }
 
-/* The one way the state changes: hc_stage2_next, then the new state's effects. */
+/* The step loop (the shape of fsm.h), the one way the state changes: hc_stage2_next, then the
+ * new state's effects; REWIND and REREAD seek at once and feed REPOSITIONED back. A seek that
+ * fails returns its error and leaves the state as it is (the stage stops, or the revoke that
+ * follows closes it). */
 static hc_err_t step(hc_stage2_t *s2, hc_stage2_event_t ev, hc_err_t outcome, char *errstr,
                      size_t errstr_size)
 {
-    hc_stage2_state_t from = s2->state;
-    s2->state = hc_stage2_next(from, ev, outcome);
-    return enter(s2, from, s2->state, ev, outcome, errstr, errstr_size);
+    for (;;) {
+        hc_stage2_state_t from = s2->state;
+        s2->state = hc_stage2_next(from, ev, outcome, errstr, errstr_size);
+        hc_err_t err = enter(s2, from, s2->state, ev, outcome, errstr, errstr_size);
+        if (err != HC_OK) {
+            return err;
+        }
+        if (s2->state == HC_STAGE2_REWIND) {
+            err = reassign_from_memory(s2, errstr, errstr_size);
+        } else if (s2->state == HC_STAGE2_REREAD) {
+            err = reassign_from_store(s2, errstr, errstr_size);
+        } else {
+            return HC_OK;
+        }
+        if (err != HC_OK) {
+            return err;
+        }
+        ev = HC_STAGE2_EV_REPOSITIONED;
+        outcome = HC_OK;
+    }
 }
 
 /* Applies the window's batch and moves on by its outcome (returned in *outcome when not NULL).

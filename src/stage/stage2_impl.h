@@ -1,9 +1,11 @@
-/* Stage 2's insides that its unit tests reach (tests/unit/test_stage2*.c): the window's states
- * and their one transition function, and a constructor over a store of the test's own. Only
- * stage2.c and those tests include this file.
+/* Stage 2's insides that its unit tests reach (tests/unit/test_stage2*.c): the window's states,
+ * events and transition function (the shape of fsm.h), and a constructor over a store of the
+ * test's own. Only stage2.c and those tests include this file.
  *
  * The window, as a state machine. The loop feeds hc_stage2_next one event at a time and then
  * does what the new state asks (pause, resume, reposition); nothing else moves the state.
+ * REWIND and REREAD ask for their action at once: the step loop (step() in stage2.c) seeks and
+ * feeds REPOSITIONED back, in a loop.
  *
  *   IDLE --partial--> OPEN --due: apply--+--ok--------> IDLE
  *                      |                 +--transient--> RETRY (partitions paused)
@@ -46,6 +48,7 @@ typedef enum hc_stage2_state {
     HC_STAGE2_CLOSING,      /* the partitions are going away (revoke, stop): one apply, then IDLE
                              * whatever it returned */
     HC_STAGE2_FAILED,       /* a fatal error: the loop stops */
+    HC_STAGE2_STATE_COUNT
 } hc_stage2_state_t;
 
 typedef enum hc_stage2_event {
@@ -63,14 +66,19 @@ typedef enum hc_stage2_event {
                                 * take (stage 2's batch limit shrank below it): drop the window
                                 * and fetch again from the batch's start offsets, so that
                                 * smaller windows carry the same partials */
+    HC_STAGE2_EVENT_COUNT
 } hc_stage2_event_t;
 
 /* The legal transitions, all of them. outcome is read for HC_STAGE2_EV_APPLIED only (an
- * hc_store_apply class). An event the state does not take gives HC_STAGE2_FAILED. Pure. */
-hc_stage2_state_t hc_stage2_next(hc_stage2_state_t state, hc_stage2_event_t ev, hc_err_t outcome);
+ * hc_store_apply class). An event the state does not take gives HC_STAGE2_FAILED, and errstr
+ * (may be NULL) names both (fsm.h); otherwise errstr is left as it is. Pure. */
+hc_stage2_state_t hc_stage2_next(hc_stage2_state_t state, hc_stage2_event_t ev, hc_err_t outcome,
+                                 char *errstr, size_t errstr_size);
 
-/* "idle", "open", ... (static). */
+/* Static names ("idle", "open", ...; "partial", "applied", ...) for logs, errors and tests; "?"
+ * out of range. */
 const char *hc_stage2_state_name(hc_stage2_state_t state);
+const char *hc_stage2_event_name(hc_stage2_event_t ev);
 
 /* hc_stage2_new with the store opened over store_ops (hc_store_open_ops) instead of by
  * cfg->store's scheme; NULL: by the scheme. */

@@ -35,6 +35,7 @@
 #include "hotcount/stage.h"
 #include "hotcount/store.h"
 #include "hotcount/topic_read.h"
+#include "stage1_impl.h"
 
 #define EVENTS 200
 #define POSTS 17
@@ -51,7 +52,7 @@
 
 typedef struct step {
     hc_stage1_state_t from;
-    hc_stage1_action_t action;
+    hc_stage1_event_t ev;
     hc_err_t outcome;
     hc_stage1_state_t to;
     int64_t at_ms; /* hc_now_ms when it happened */
@@ -74,31 +75,29 @@ typedef struct fixture {
     atomic_size_t nsteps;
 } fixture_t;
 
-static void observe(void *opaque, hc_stage1_state_t from, hc_stage1_action_t action,
-                    hc_err_t outcome, hc_stage1_state_t to)
+static void observe(void *opaque, hc_stage1_state_t from, hc_stage1_event_t ev, hc_err_t outcome,
+                    hc_stage1_state_t to)
 {
     fixture_t *f = opaque;
     size_t n = atomic_load_explicit(&f->nsteps, memory_order_relaxed);
     /* a REWIND that must wait repeats every poll: keep one of each in a row */
-    if (n > 0 && f->steps[n - 1].from == from && f->steps[n - 1].action == action &&
+    if (n > 0 && f->steps[n - 1].from == from && f->steps[n - 1].ev == ev &&
         f->steps[n - 1].outcome == outcome && f->steps[n - 1].to == to) {
         return;
     }
     if (n < MAX_STEPS) {
-        f->steps[n] = (step_t){from, action, outcome, to, hc_now_ms()};
+        f->steps[n] = (step_t){from, ev, outcome, to, hc_now_ms()};
         atomic_store_explicit(&f->nsteps, n + 1, memory_order_release);
     }
 }
 
-/* How many times the transition (from, action, outcome) happened. */
-static int count_steps(fixture_t *f, hc_stage1_state_t from, hc_stage1_action_t action,
-                       hc_err_t outcome)
+/* How many times the transition (from, ev, outcome) happened. */
+static int count_steps(fixture_t *f, hc_stage1_state_t from, hc_stage1_event_t ev, hc_err_t outcome)
 {
     size_t n = atomic_load_explicit(&f->nsteps, memory_order_acquire);
     int c = 0;
     for (size_t i = 0; i < n; i++) {
-        c += f->steps[i].from == from && f->steps[i].action == action &&
-             f->steps[i].outcome == outcome;
+        c += f->steps[i].from == from && f->steps[i].ev == ev && f->steps[i].outcome == outcome;
     }
     return c;
 }
@@ -115,13 +114,11 @@ static int count_entered(fixture_t *f, hc_stage1_state_t to)
 }
 
 /* The index of the first such transition, or -1. */
-static int first_step(fixture_t *f, hc_stage1_state_t from, hc_stage1_action_t action,
-                      hc_err_t outcome)
+static int first_step(fixture_t *f, hc_stage1_state_t from, hc_stage1_event_t ev, hc_err_t outcome)
 {
     size_t n = atomic_load_explicit(&f->nsteps, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
-        if (f->steps[i].from == from && f->steps[i].action == action &&
-            f->steps[i].outcome == outcome) {
+        if (f->steps[i].from == from && f->steps[i].ev == ev && f->steps[i].outcome == outcome) {
             return (int)i;
         }
     }
@@ -133,7 +130,7 @@ static void print_steps(fixture_t *f)
     size_t n = atomic_load_explicit(&f->nsteps, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
         print_message("  %s --%s/%s--> %s\n", hc_stage1_state_name(f->steps[i].from),
-                      hc_stage1_action_name(f->steps[i].action), hc_err_name(f->steps[i].outcome),
+                      hc_stage1_event_name(f->steps[i].ev), hc_err_name(f->steps[i].outcome),
                       hc_stage1_state_name(f->steps[i].to));
     }
 }
@@ -312,12 +309,12 @@ static void assert_aborted_then_committed(fixture_t *f, int64_t aborts)
     }
     assert_true(hc_metric_get(f->metrics.txn_commit) >= 1);
     assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS);
-    assert_int_equal(count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_ABORT, HC_OK), n);
-    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_RENEW, HC_OK), n);
-    assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_REWIND, HC_OK), n);
+    assert_int_equal(count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_EV_ABORT, HC_OK), n);
+    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_EV_RENEW, HC_OK), n);
+    assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_EV_REWIND, HC_OK), n);
     /* the abort came before any commit */
-    int aborted = first_step(f, HC_STAGE1_ABORTING, HC_STAGE1_ABORT, HC_OK);
-    int committed_at = first_step(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_OK);
+    int aborted = first_step(f, HC_STAGE1_ABORTING, HC_STAGE1_EV_ABORT, HC_OK);
+    int committed_at = first_step(f, HC_STAGE1_OPEN, HC_STAGE1_EV_COMMIT, HC_OK);
     assert_true(aborted >= 0 && committed_at > aborted);
 }
 
@@ -335,7 +332,7 @@ static void abortable_produce_error_aborts_rewinds_and_rereads(void **state)
      * rewind are aborted too (OUT_OF_ORDER_SEQUENCE_NUMBER, "requires epoch bump") until
      * librdkafka has bumped its epoch: once more with 2.14, three times with 2.0.2. */
     assert_aborted_then_committed(f, 0);
-    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_ERR_ABORT),
+    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_EV_COMMIT, HC_ERR_ABORT),
                      hc_metric_get(f->metrics.txn_abort));
 }
 
@@ -416,8 +413,8 @@ static void commit_timeout_is_retried_and_commits_once(void **state)
     assert_true(hc_histogram_sum(&f->metrics.txn_seconds) >= 2.5);
     assert_int_equal(hc_metric_get(f->metrics.txn_abort), 0);
     assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS);
-    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_ERR_ABORT), 0);
-    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_ERR_TRANSIENT), 0);
+    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_EV_COMMIT, HC_ERR_ABORT), 0);
+    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_EV_COMMIT, HC_ERR_TRANSIENT), 0);
 }
 
 /* The commit's EndTxn answers after 8 s, while one call may wait 500 ms and all of a commit's
@@ -444,7 +441,7 @@ static void commit_of_unknown_outcome_renews_the_producer(void **state)
     start(f);
     bool committed = wait_committed(f, EVENTS);
     finish(f);
-    int unknown = count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_ERR_TRANSIENT);
+    int unknown = count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_EV_COMMIT, HC_ERR_TRANSIENT);
     if (!committed || f->run_err != HC_OK || unknown != 1) { /* which path it took instead */
         print_steps(f);
         print_message("run: %s\n", f->run_errstr);
@@ -452,11 +449,11 @@ static void commit_of_unknown_outcome_renews_the_producer(void **state)
     assert_true(committed);
     assert_int_equal(f->run_err, HC_OK);
     assert_int_equal(unknown, 1);
-    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_RENEW, HC_OK), 1);
-    assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_REWIND, HC_OK), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_EV_RENEW, HC_OK), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_EV_REWIND, HC_OK), 1);
     /* the window read again committed after the renewal, and nothing was aborted */
-    int renewed = first_step(f, HC_STAGE1_RENEWING, HC_STAGE1_RENEW, HC_OK);
-    int committed_at = first_step(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_OK);
+    int renewed = first_step(f, HC_STAGE1_RENEWING, HC_STAGE1_EV_RENEW, HC_OK);
+    int committed_at = first_step(f, HC_STAGE1_OPEN, HC_STAGE1_EV_COMMIT, HC_OK);
     assert_true(renewed >= 0 && committed_at > renewed);
     assert_int_equal(count_entered(f, HC_STAGE1_ABORTING), 0);
     assert_int_equal(hc_metric_get(f->metrics.txn_abort), 0);
@@ -483,7 +480,7 @@ static void fenced_producer_fails_the_stage(void **state)
     assert_int_equal(hc_metric_get(f->metrics.txn_commit), 0);
     assert_int_equal(hc_metric_get(f->metrics.txn_abort), 0);
     assert_int_equal(hc_metric_get(f->metrics.events_ok), 0);
-    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_ERR_FATAL), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_EV_COMMIT, HC_ERR_FATAL), 1);
     /* straight to FAILED: no abort was tried (a fenced producer can't abort) */
     assert_int_equal(count_entered(f, HC_STAGE1_ABORTING), 0);
     assert_int_equal(count_entered(f, HC_STAGE1_FAILED), 1);
@@ -514,7 +511,7 @@ static void invalid_producer_epoch_fails_the_stage(void **state)
     assert_int_equal(hc_metric_get(f->metrics.txn_commit), 0);
     assert_int_equal(hc_metric_get(f->metrics.events_ok), 0);
     assert_int_equal(count_entered(f, HC_STAGE1_ABORTING),
-                     count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_ABORT, HC_ERR_FATAL));
+                     count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_EV_ABORT, HC_ERR_FATAL));
     assert_int_equal(count_entered(f, HC_STAGE1_RENEWING), 0);
     assert_int_equal(count_entered(f, HC_STAGE1_FAILED), 1);
 }
@@ -535,8 +532,9 @@ static void lost_assignment_aborts_the_window_and_commits_nothing(void **state)
     start(f);
     /* the window is open with every event in it */
     int64_t deadline = hc_now_ms() + WAIT_MS;
-    while (hc_now_ms() < deadline && (count_steps(f, HC_STAGE1_IDLE, HC_STAGE1_BEGIN, HC_OK) == 0 ||
-                                      hc_metric_get(f->metrics.events_consumed) < EVENTS)) {
+    while (hc_now_ms() < deadline &&
+           (count_steps(f, HC_STAGE1_IDLE, HC_STAGE1_EV_BEGIN, HC_OK) == 0 ||
+            hc_metric_get(f->metrics.events_consumed) < EVENTS)) {
         hc_sleep_ms(5);
     }
     assert_true(hc_metric_get(f->metrics.events_consumed) >= EVENTS);
@@ -553,15 +551,15 @@ static void lost_assignment_aborts_the_window_and_commits_nothing(void **state)
     }
     assert_int_equal(f->run_err, HC_OK);
     assert_true(hc_metric_get(f->metrics.events_consumed) >= 2 * EVENTS);
-    int lost = first_step(f, HC_STAGE1_OPEN, HC_STAGE1_LOSE, HC_OK);
-    int committed = first_step(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_OK);
+    int lost = first_step(f, HC_STAGE1_OPEN, HC_STAGE1_EV_LOSE, HC_OK);
+    int committed = first_step(f, HC_STAGE1_OPEN, HC_STAGE1_EV_COMMIT, HC_OK);
     assert_true(lost >= 0);
     assert_true(committed > lost);
-    assert_int_equal(count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_ABORT, HC_OK), 1);
-    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_RENEW, HC_OK), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_EV_ABORT, HC_OK), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_EV_RENEW, HC_OK), 1);
     /* the revoke rewound nothing: the aborted window went straight to IDLE */
-    assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_REWIND, HC_OK), 0);
-    assert_true(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_REVOKE, HC_OK) == 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_EV_REWIND, HC_OK), 0);
+    assert_true(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_EV_REVOKE, HC_OK) == 1);
     assert_int_equal(hc_metric_get(f->metrics.txn_abort), 1);
     assert_int_equal(hc_metric_get(f->metrics.txn_commit), 1);
     assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS);
@@ -590,11 +588,11 @@ static void unusable_producer_at_an_abort_is_renewed(void **state)
     }
     assert_true(committed);
     assert_int_equal(f->run_err, HC_OK);
-    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_COMMIT, HC_ERR_ABORT), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_OPEN, HC_STAGE1_EV_COMMIT, HC_ERR_ABORT), 1);
     /* the abort's outcome is unknown: renewed, rewound, read again */
-    assert_int_equal(count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_ABORT, HC_ERR_TRANSIENT), 1);
-    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_RENEW, HC_OK), 1);
-    assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_REWIND, HC_OK), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_ABORTING, HC_STAGE1_EV_ABORT, HC_ERR_TRANSIENT), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_RENEWING, HC_STAGE1_EV_RENEW, HC_OK), 1);
+    assert_int_equal(count_steps(f, HC_STAGE1_REWINDING, HC_STAGE1_EV_REWIND, HC_OK), 1);
     assert_int_equal(count_entered(f, HC_STAGE1_FAILED), 0);
     assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS);
 }

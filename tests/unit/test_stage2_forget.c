@@ -223,11 +223,11 @@ static void store_identity_changes_with_the_store(void **state)
 static void store_moved_rereads_from_idle_only(void **state)
 {
     (void)state;
-    assert_int_equal(hc_stage2_next(HC_STAGE2_IDLE, HC_STAGE2_EV_STORE_MOVED, HC_OK),
+    assert_int_equal(hc_stage2_next(HC_STAGE2_IDLE, HC_STAGE2_EV_STORE_MOVED, HC_OK, NULL, 0),
                      HC_STAGE2_REREAD);
-    assert_int_equal(hc_stage2_next(HC_STAGE2_OPEN, HC_STAGE2_EV_STORE_MOVED, HC_OK),
+    assert_int_equal(hc_stage2_next(HC_STAGE2_OPEN, HC_STAGE2_EV_STORE_MOVED, HC_OK, NULL, 0),
                      HC_STAGE2_FAILED);
-    assert_int_equal(hc_stage2_next(HC_STAGE2_RETRY, HC_STAGE2_EV_STORE_MOVED, HC_OK),
+    assert_int_equal(hc_stage2_next(HC_STAGE2_RETRY, HC_STAGE2_EV_STORE_MOVED, HC_OK, NULL, 0),
                      HC_STAGE2_FAILED);
 }
 

@@ -1,11 +1,16 @@
 /* Stage 2's window state machine (src/stage/stage2_impl.h), one test per transition: pure,
- * no Kafka, no store. Each test names the mutant of hc_stage2_next it catches. */
+ * no Kafka, no store, and the rule that everything else fails, by name. Each test names the
+ * mutant of hc_stage2_next it catches. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "stage2_impl.h"
 
@@ -14,7 +19,7 @@
 
 static hc_stage2_state_t next(hc_stage2_state_t s, hc_stage2_event_t ev, hc_err_t outcome)
 {
-    return hc_stage2_next(s, ev, outcome);
+    return hc_stage2_next(s, ev, outcome, NULL, 0);
 }
 
 static hc_stage2_state_t applied(hc_stage2_state_t s, hc_err_t outcome)
@@ -235,6 +240,144 @@ static void fail_from_anywhere_and_stay(void **state)
     assert_string_equal(hc_stage2_state_name(S(RETRY_REWIND)), "retry_rewind");
 }
 
+/* The legal steps, as stage2_impl.h draws them: an oracle of the test's own, not a copy of the
+ * product's array. ANY: an event whose outcome is not read. */
+#define ANY (-1)
+typedef struct row {
+    hc_stage2_state_t from;
+    hc_stage2_event_t ev;
+    int outcome;
+    hc_stage2_state_t to;
+} row_t;
+
+static const row_t legal[] = {
+    {S(IDLE), EV(PARTIAL), ANY, S(OPEN)},
+    {S(IDLE), EV(CLOSE), ANY, S(IDLE)},
+    {S(IDLE), EV(STORE_MOVED), ANY, S(REREAD)},
+    {S(OPEN), EV(PARTIAL), ANY, S(OPEN)},
+    {S(OPEN), EV(NO_ROOM), ANY, S(FULL)},
+    {S(OPEN), EV(APPLIED), HC_OK, S(IDLE)},
+    {S(OPEN), EV(APPLIED), HC_ERR_TRANSIENT, S(RETRY)},
+    {S(OPEN), EV(APPLIED), HC_ERR_CONFLICT, S(REREAD)},
+    {S(OPEN), EV(CLOSE), ANY, S(CLOSING)},
+    {S(OPEN), EV(TOO_BIG), ANY, S(REWIND)},
+    {S(FULL), EV(APPLIED), HC_OK, S(IDLE)},
+    {S(FULL), EV(APPLIED), HC_ERR_TRANSIENT, S(RETRY_REWIND)},
+    {S(FULL), EV(APPLIED), HC_ERR_CONFLICT, S(REREAD)},
+    {S(FULL), EV(CLOSE), ANY, S(CLOSING)},
+    {S(FULL), EV(TOO_BIG), ANY, S(REWIND)},
+    {S(RETRY), EV(NO_ROOM), ANY, S(RETRY_REWIND)},
+    {S(RETRY), EV(APPLIED), HC_OK, S(IDLE)},
+    {S(RETRY), EV(APPLIED), HC_ERR_TRANSIENT, S(RETRY)},
+    {S(RETRY), EV(APPLIED), HC_ERR_CONFLICT, S(REREAD)},
+    {S(RETRY), EV(CLOSE), ANY, S(CLOSING)},
+    {S(RETRY), EV(TOO_BIG), ANY, S(REWIND)},
+    {S(RETRY_REWIND), EV(NO_ROOM), ANY, S(RETRY_REWIND)},
+    {S(RETRY_REWIND), EV(APPLIED), HC_OK, S(REWIND)},
+    {S(RETRY_REWIND), EV(APPLIED), HC_ERR_TRANSIENT, S(RETRY_REWIND)},
+    {S(RETRY_REWIND), EV(APPLIED), HC_ERR_CONFLICT, S(REREAD)},
+    {S(RETRY_REWIND), EV(CLOSE), ANY, S(CLOSING)},
+    {S(RETRY_REWIND), EV(TOO_BIG), ANY, S(REWIND)},
+    {S(REWIND), EV(REPOSITIONED), ANY, S(IDLE)},
+    {S(REREAD), EV(REPOSITIONED), ANY, S(IDLE)},
+    {S(CLOSING), EV(APPLIED), HC_OK, S(IDLE)},
+    {S(CLOSING), EV(APPLIED), HC_ERR_TRANSIENT, S(IDLE)},
+    {S(CLOSING), EV(APPLIED), HC_ERR_CONFLICT, S(IDLE)},
+};
+
+/* The legal step for (from, ev, outcome), or NULL; *pair_listed: some outcome of (from, ev) is.
+ * FAIL leads to FAILED from anywhere, whatever the outcome. */
+static const row_t *find_legal(hc_stage2_state_t from, hc_stage2_event_t ev, hc_err_t outcome,
+                               bool *pair_listed)
+{
+    static const row_t fail = {S(IDLE), EV(FAIL), ANY, S(FAILED)};
+    *pair_listed = true;
+    if (ev == EV(FAIL)) {
+        return &fail;
+    }
+    const row_t *found = NULL;
+    *pair_listed = false;
+    for (size_t i = 0; i < sizeof(legal) / sizeof(legal[0]); i++) {
+        if (legal[i].from == from && legal[i].ev == ev) {
+            *pair_listed = true;
+            if (legal[i].outcome == ANY || legal[i].outcome == (int)outcome) {
+                found = &legal[i];
+            }
+        }
+    }
+    return found;
+}
+
+#define SENTINEL "the event's own error"
+
+/* Every (state, event, outcome), every outcome class there is: a listed step leads where the
+ * table says and leaves errstr alone; a listed pair with another outcome (a fatal store answer)
+ * fails and leaves the store's error; a pair the table does not list at all fails with an
+ * error naming the event and the state; FAILED leaves the error that led there.
+ * Mutants: an extra entry (a partial joining a waiting batch), an entry missing or leading
+ * elsewhere, an outcome read where it is not (CLOSE with a transient outcome failing), the
+ * refusal unnamed ("event %d"), the refusal overwriting the store's error. */
+static void every_step_is_listed_or_refused_by_name(void **state)
+{
+    (void)state;
+    for (int s = 0; s < HC_STAGE2_STATE_COUNT; s++) {
+        for (int e = 0; e < HC_STAGE2_EVENT_COUNT; e++) {
+            for (int o = HC_OK; o <= HC_ERR_STALLED; o++) {
+                hc_stage2_state_t from = (hc_stage2_state_t)s;
+                hc_stage2_event_t ev = (hc_stage2_event_t)e;
+                char errstr[256] = SENTINEL;
+                bool pair_listed;
+                const row_t *row = find_legal(from, ev, (hc_err_t)o, &pair_listed);
+                hc_stage2_state_t to =
+                    hc_stage2_next(from, ev, (hc_err_t)o, errstr, sizeof(errstr));
+                if (row) {
+                    assert_int_equal(to, row->to);
+                    assert_string_equal(errstr, SENTINEL);
+                    continue;
+                }
+                assert_int_equal(to, S(FAILED));
+                if (pair_listed || from == S(FAILED)) {
+                    assert_string_equal(errstr, SENTINEL);
+                } else {
+                    char want[256];
+                    snprintf(want, sizeof(want),
+                             "stage 2 window: event \"%s\" is not allowed in state \"%s\" "
+                             "(a bug)",
+                             hc_stage2_event_name(ev), hc_stage2_state_name(from));
+                    assert_string_equal(errstr, want);
+                }
+            }
+        }
+    }
+}
+
+/* Mutant: a name table out of step with the enum (a name missing, empty or twice: the fatal
+ * error and the stall report would print "?" or the wrong state). */
+static void every_name_is_present_and_unique(void **state)
+{
+    (void)state;
+    for (int s = 0; s < HC_STAGE2_STATE_COUNT; s++) {
+        const char *name = hc_stage2_state_name((hc_stage2_state_t)s);
+        assert_non_null(name);
+        assert_true(name[0] != '\0' && strcmp(name, "?") != 0);
+        for (int t = s + 1; t < HC_STAGE2_STATE_COUNT; t++) {
+            assert_string_not_equal(name, hc_stage2_state_name((hc_stage2_state_t)t));
+        }
+    }
+    for (int a = 0; a < HC_STAGE2_EVENT_COUNT; a++) {
+        const char *name = hc_stage2_event_name((hc_stage2_event_t)a);
+        assert_non_null(name);
+        assert_true(name[0] != '\0' && strcmp(name, "?") != 0);
+        for (int b = a + 1; b < HC_STAGE2_EVENT_COUNT; b++) {
+            assert_string_not_equal(name, hc_stage2_event_name((hc_stage2_event_t)b));
+        }
+    }
+    assert_string_equal(hc_stage2_event_name(EV(STORE_MOVED)), "store_moved");
+    assert_string_equal(hc_stage2_event_name(EV(TOO_BIG)), "too_big");
+    assert_string_equal(hc_stage2_state_name(HC_STAGE2_STATE_COUNT), "?");
+    assert_string_equal(hc_stage2_event_name(HC_STAGE2_EVENT_COUNT), "?");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -263,6 +406,8 @@ int main(void)
         cmocka_unit_test(reposition_then_idle),
         cmocka_unit_test(closing_never_reassigns),
         cmocka_unit_test(fail_from_anywhere_and_stay),
+        cmocka_unit_test(every_step_is_listed_or_refused_by_name),
+        cmocka_unit_test(every_name_is_present_and_unique),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
