@@ -185,7 +185,8 @@ static const key_def_t keys[] = {
     KEY_I64("partition.progress.ms", partition_progress_ms, "0", 0, 86400000, NULL,
             "an assigned partition with input waiting that commits nothing this long is "
             "reported stalled (partition_stalled) and recovered; 0: 5 x flush.ms plus the "
-            "store's batch bound plus twice the back-off cap"),
+            "store's batch bound plus twice the back-off cap, plus a changelog transaction "
+            "with topic.counts"),
     /* Above the transaction timeout (60 s) and the stores' statement bounds (~45 s), which
      * bound every call that does not return to the loop. */
     KEY_I64("watchdog.ms", watchdog_ms, "180000", 0, 86400000, NULL,

@@ -32,8 +32,17 @@
 /* Every retry loop: 100 ms doubling to 5 s (stage 2's store back-off before the derivation). */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
-/* A changelog or producer drain at a revoke or at shutdown. */
+/* A changelog or producer drain at a revoke or at shutdown; also the bound of each blocking call
+ * of the counts changelog's transactions (src/stage/changelog.c). */
 #define DRAIN_MS 10000
+/* The blocking calls of one changelog transaction that fails late, each bounded by drain_ms:
+ * init_transactions (a new producer's first transaction), the flush of its records,
+ * send_offsets_to_transaction, commit_transaction, and the abort that follows an abortable
+ * commit. Stage 2 runs one after each store batch, in the same step of its loop. */
+#define CHANGELOG_TXN_CALLS 5
+/* A changelog repair runs two such transactions in one step: the republished totals, then the
+ * moved marks (hc_changelog_repair), after its read of the partials topic. */
+#define CHANGELOG_REPAIR_TXNS 2
 /* One store batch as a whole, every statement included: the backends cut each statement's wait
  * to what is left of it, so a batch of any size is bounded by this. 90 s is 200 times what a
  * million-post batch took on PostgreSQL (0.45 s) and on Redis (about 9 s at 9 us a delta). */
@@ -121,6 +130,13 @@ static const char *longest_step(const hc_timeouts_t *t, int64_t *ms)
         {"one transactional call (transaction.timeout.ms)", t->txn_call_ms},
         {"a committed-offset read with its retries", t->committed_read_total_ms},
         {"a store connection plus one store batch", t->store_connect_ms + t->store_batch_ms},
+        {"a store connection, one store batch and its changelog transaction (topic.counts)",
+         t->changelog_txn_ms > 0 ? t->store_connect_ms + t->store_batch_ms + t->changelog_txn_ms
+                                 : 0},
+        {"a changelog repair: an idle topic read and two changelog transactions (topic.counts)",
+         t->changelog_txn_ms > 0
+             ? t->topic_read_idle_ms + CHANGELOG_REPAIR_TXNS * t->changelog_txn_ms
+             : 0},
         {"a changelog drain", t->drain_ms},
         {"an idle topic read", t->topic_read_idle_ms},
     };
@@ -174,13 +190,15 @@ hc_err_t hc_timeouts_derive(const struct hc_config *cfg, hc_timeouts_t *t, char 
         t->committed_read_total_ms += hc_timeouts_backoff_ms(t, i);
     }
     t->drain_ms = DRAIN_MS;
+    t->changelog_txn_ms =
+        cfg->topic_counts != NULL && cfg->topic_counts[0] ? CHANGELOG_TXN_CALLS * t->drain_ms : 0;
     t->topic_read_idle_ms = HC_TIMEOUTS_TOPIC_READ_IDLE_MS;
     derive_store(cfg, t);
     t->watchdog_ms = cfg->watchdog_ms;
-    t->partition_progress_ms =
-        cfg->partition_progress_ms > 0
-            ? cfg->partition_progress_ms
-            : PROGRESS_WINDOWS * t->flush_ms + t->store_batch_ms + 2 * t->backoff_max_ms;
+    t->partition_progress_ms = cfg->partition_progress_ms > 0
+                                   ? cfg->partition_progress_ms
+                                   : PROGRESS_WINDOWS * t->flush_ms + t->store_batch_ms +
+                                         t->changelog_txn_ms + 2 * t->backoff_max_ms;
     t->derived = true;
     const char *longest = longest_step(t, &t->longest_call_ms);
 
@@ -283,13 +301,14 @@ void hc_timeouts_log(const hc_timeouts_t *t)
            "flush.ms=%" PRId64 " transaction.timeout.ms=%" PRId64 " message.timeout.ms=%" PRId64
            " txn_call=%" PRId64 " ms x %d init attempts, committed_read=%" PRId64
            " ms x %d (%" PRId64 " ms with back-off), backoff=%" PRId64 "..%" PRId64
-           " ms, drain=%" PRId64 " ms, topic_read_idle=%" PRId64 " ms, store: connect=%" PRId64
-           " ms statement=%" PRId64 " ms x %d = batch %" PRId64 " ms, longest call=%" PRId64
-           " ms, watchdog.ms=%" PRId64 ", partition.progress.ms=%" PRId64,
+           " ms, drain=%" PRId64 " ms, changelog_txn=%" PRId64 " ms, topic_read_idle=%" PRId64
+           " ms, store: connect=%" PRId64 " ms statement=%" PRId64 " ms x %d = batch %" PRId64
+           " ms, longest call=%" PRId64 " ms, watchdog.ms=%" PRId64
+           ", partition.progress.ms=%" PRId64,
            t->flush_ms, t->txn_timeout_ms, t->message_timeout_ms, t->txn_call_ms,
            t->txn_init_attempts, t->committed_read_ms, t->committed_read_attempts,
            t->committed_read_total_ms, t->backoff_min_ms, t->backoff_max_ms, t->drain_ms,
-           t->topic_read_idle_ms, t->store_connect_ms, t->store_statement_ms,
+           t->changelog_txn_ms, t->topic_read_idle_ms, t->store_connect_ms, t->store_statement_ms,
            t->store_statements_per_batch, t->store_batch_ms, t->longest_call_ms, t->watchdog_ms,
            t->partition_progress_ms);
 }

@@ -153,7 +153,10 @@ static bool ready(hc_changelog_t *cl)
  * with the consumer's group metadata, then the commit. The group coordinator refuses the
  * offsets of a member that is no longer in the group (its generation or member epoch), which
  * aborts the transaction: a zombie's totals never become visible (docs/RELIABILITY.md, F2).
- * true when committed; false after an abort or a new producer (failed set). */
+ * true when committed; false after an abort or a new producer (failed set). Every blocking call
+ * of a transaction (this, and ready()'s init) waits up to drain_ms; src/base/timeouts.c counts
+ * them (CHANGELOG_TXN_CALLS) into the longest step of stage 2's loop: a call added here must be
+ * counted there. */
 static bool end_txn(hc_changelog_t *cl, rd_kafka_t *consumer,
                     const rd_kafka_topic_partition_list_t *offsets)
 {

@@ -278,6 +278,40 @@ static void store_bounds_follow_the_backend_and_cap_the_batch(void **state)
     assert_int_equal(t.store_batch_ms, 5 * 45000 < 90000 ? 5 * 45000 : 90000);
 }
 
+/* With topic.counts, stage 2 follows every store batch with a changelog transaction in the
+ * same step of its loop (init_transactions, flush, send_offsets, commit, abort: drain_ms each),
+ * and a changelog repair runs two after its topic read: the watchdog and the derived progress
+ * bound must wait for them. Mutants: changelog_txn_ms left out of the longest call or of the
+ * derived partition.progress.ms, counted with topic.counts off, or fewer calls counted. */
+static void changelog_transactions_count_in_the_longest_call_and_progress(void **state)
+{
+    hc_config_t *cfg = *state;
+    hc_timeouts_t off;
+    hc_timeouts_t on;
+    set_ok(cfg, "store", "postgresql://h/db");
+    derive_ok(cfg, &off);
+    assert_int_equal(off.changelog_txn_ms, 0);
+
+    set_ok(cfg, "topic.counts", "likes.counts");
+    derive_ok(cfg, &on);
+    assert_int_equal(on.changelog_txn_ms, 5 * on.drain_ms);
+    assert_true(on.longest_call_ms >=
+                on.store_connect_ms + on.store_batch_ms + on.changelog_txn_ms);
+    assert_true(on.longest_call_ms >= on.topic_read_idle_ms + 2 * on.changelog_txn_ms);
+    assert_true(on.longest_call_ms > off.longest_call_ms);
+    assert_true(on.longest_call_ms < on.watchdog_ms); /* the defaults still hold together */
+    assert_int_equal(on.partition_progress_ms, off.partition_progress_ms + on.changelog_txn_ms);
+
+    /* a watchdog that waits out a batch alone but not its changelog transaction: refused,
+     * naming the step */
+    char v[32];
+    snprintf(v, sizeof(v), "%lld", (long long)on.longest_call_ms);
+    set_ok(cfg, "watchdog.ms", v);
+    assert_derive_fails(cfg, (const char *const[]){"watchdog.ms=", "changelog transaction", NULL});
+    set_ok(cfg, "topic.counts", "");
+    derive_ok(cfg, &off);
+}
+
 /* Mutant: a consumer that does not poll for longer than max.poll.interval.ms is not refused. */
 static void max_poll_interval_below_longest_call_fails(void **state)
 {
@@ -369,6 +403,7 @@ int main(void)
         T(watchdog_not_above_longest_call_fails_naming_the_call),
         T(long_transaction_timeout_needs_a_longer_watchdog),
         T(store_bounds_follow_the_backend_and_cap_the_batch),
+        T(changelog_transactions_count_in_the_longest_call_and_progress),
         T(max_poll_interval_below_longest_call_fails),
         T(non_numeric_kafka_timeout_fails_naming_the_key),
         T(config_set_and_validate_keep_cfg_timeouts_in_step),

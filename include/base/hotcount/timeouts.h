@@ -13,7 +13,9 @@
  *
  * where longest_call_ms is the longest single blocking step a stage loop can take: one
  * transactional call, a committed-offset read with all its retries and back-offs, one store
- * batch (statement bound x statements per batch), a drain. Every retry loop is bounded by an
+ * batch (statement bound x statements per batch) and, with topic.counts, the changelog
+ * transaction that follows it, a changelog repair (an idle topic read and two transactions),
+ * a drain. Every retry loop is bounded by an
  * attempt count and backs off between attempts (backoff_min_ms doubling up to backoff_max_ms).
  *
  * Plain data: filled by hc_timeouts_derive, read-only (any thread) afterwards. */
@@ -52,9 +54,13 @@ typedef struct hc_timeouts {
     int64_t committed_read_total_ms;   /* every committed-read attempt and the back-offs between */
     int64_t store_server_statement_ms; /* PostgreSQL's statement_timeout (below the client's
                                           store_statement_ms, so the server's fires first) */
-    /* partition.progress.ms, or derived: 5 x flush_ms + store_batch_ms + 2 x backoff_max_ms
-     * (a few windows, the longest batch, and the back-off around it): an assigned partition
-     * with input waiting that commits nothing this long stands still (hotcount/progress.h) */
+    /* one counts-changelog transaction that fails late: its blocking calls (init, flush,
+     * send_offsets, commit, abort) at drain_ms each; 0 when topic.counts is off */
+    int64_t changelog_txn_ms;
+    /* partition.progress.ms, or derived: 5 x flush_ms + store_batch_ms + changelog_txn_ms +
+     * 2 x backoff_max_ms (a few windows, the longest batch and its changelog transaction, and
+     * the back-off around it): an assigned partition with input waiting that commits nothing
+     * this long stands still (hotcount/progress.h) */
     int64_t partition_progress_ms;
 } hc_timeouts_t;
 
