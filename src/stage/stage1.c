@@ -847,6 +847,7 @@ static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *li
         return HC_ERR_FATAL;
     }
     hc_err_t err = HC_ERR_TRANSIENT;
+    bool ends_failed = false; /* a found offset's ends could not be read: no more tries */
     for (int attempt = 0; attempt < t->committed_read_attempts; attempt++) {
         if (attempt > 0) {
             hc_stage_loop_pause(&s1->loop, NULL, hc_timeouts_backoff_ms(t, attempt - 1));
@@ -874,10 +875,16 @@ static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *li
                 if (rerr) {
                     break;
                 }
-            } else {
-                high = low = committed; /* within its log as far as this decision goes: an
-                                         * offset out of range is the consumer's
-                                         * auto.offset.reset=earliest, as before */
+            } else if (ends_failed || rd_kafka_query_watermark_offsets(
+                                          consumer, tp->topic, tp->partition, &low, &high, bound) !=
+                                          RD_KAFKA_RESP_ERR_NO_ERROR) {
+                /* The ends only say whether the offset is still in the log (retention, a
+                 * truncated log): without them it is taken as found, and one out of range is
+                 * the consumer's auto.offset.reset=earliest, silently. After one failed
+                 * try no more in this call: the thread must not wait on each partition in
+                 * turn. */
+                ends_failed = true;
+                high = low = committed;
             }
             hc_start_decision_t how =
                 hc_start_decide(committed, low, high, answers[i], t->committed_read_attempts);
@@ -891,9 +898,11 @@ static hc_err_t read_starts(hc_stage1_t *s1, rd_kafka_topic_partition_list_t *li
             if (asked) {
                 asked[i] = answers[i] > 0 && (committed != HC_OFFSET_NONE || high > low);
             }
-            if (answers[i] > 1 || (answers[i] > 0 && committed != HC_OFFSET_NONE)) {
-                /* a confirmed "none" on a partition with records, or an offset found after a
-                 * read that said none */
+            if (answers[i] > 1 || (answers[i] > 0 && committed != HC_OFFSET_NONE) ||
+                how == HC_START_FIRST_RETENTION || how == HC_START_FIRST_TRUNCATED) {
+                /* a confirmed "none" on a partition with records, an offset found after a
+                 * read that said none, or one no longer in the log (its records lost to
+                 * retention, or the log truncated below it) */
                 hc_log_event(
                     committed != HC_OFFSET_NONE ? HC_LOG_WARN : HC_LOG_INFO, s1->loop.name,
                     "start_offset", HC_LOG_STR("topic", tp->topic),

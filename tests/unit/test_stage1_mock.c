@@ -651,6 +651,139 @@ static void unconfirmed_start_waits_for_the_answers_to_agree(void **state)
     assert_int_equal(hc_metric_get(f->metrics.txn_abort), 0);
 }
 
+/* ---- a committed offset the log no longer holds ------------------------------------------ */
+
+/* A client of the test's own on the mock (a consumer in stage 1's group that never joins it:
+ * its commits are plain OffsetCommits, which the mock keeps). */
+static rd_kafka_t *test_client(fixture_t *f, rd_kafka_type_t type)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    bool producer = type == RD_KAFKA_PRODUCER;
+    const char *props[][2] = {
+        {"bootstrap.servers", f->mock.bootstraps},
+        {producer ? "message.max.bytes" : "group.id", producer ? "2000000" : f->cfg.group_stage1},
+        {producer ? "linger.ms" : "enable.auto.commit", producer ? "0" : "false"},
+    };
+    for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++) {
+        assert_int_equal(rd_kafka_conf_set(conf, props[i][0], props[i][1], errstr, sizeof(errstr)),
+                         RD_KAFKA_CONF_OK);
+    }
+    rd_kafka_t *rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
+    assert_non_null(rk);
+    return rk;
+}
+
+/* The start_offset lines of the log for raw partition `partition` that hold `needle`. */
+static int count_start_lines(const char *log, int32_t partition, const char *needle)
+{
+    char part[32];
+    snprintf(part, sizeof(part), "partition=%" PRId32 " ", partition);
+    int found = 0;
+    for (const char *at = log; (at = strstr(at, "start_offset ")) != NULL; at++) {
+        const char *eol = strchr(at, '\n');
+        size_t len = eol ? (size_t)(eol - at) : strlen(at);
+        char line[512];
+        snprintf(line, sizeof(line), "%.*s", (int)(len < sizeof(line) ? len : sizeof(line) - 1),
+                 at);
+        found += strstr(line, part) && strstr(line, needle);
+    }
+    return found;
+}
+
+/* A committed offset the log no longer holds: on raw partition 0 offset 1 was committed and
+ * retention then dropped it (the mock keeps at most 5 MB a partition: seven records of 900 kB
+ * push its log start past the likes); on partition 1 offset 1000000 was committed and the log
+ * ends far below it (a log truncated under the group, as after an unclean leader election).
+ * Stage 1 reads each partition's ends with its committed offset (read_starts) and starts both
+ * at their first record, saying why with a start_offset event (start "first (retention)" and
+ * "first (truncated)"), rather than seeking to the offset and leaving the jump to the
+ * consumer's auto.offset.reset, silently; then every like still in the log is counted once.
+ * Mutant caught (the code before: low = high = committed for a found offset, so
+ * hc_start_decide's retention and truncation branches were never reached from the stage): no
+ * start_offset event for either partition. */
+static void committed_offset_out_of_the_log_starts_at_the_first_record_and_says_so(void **state)
+{
+    fixture_t *f = *state;
+    rd_kafka_t *pr = test_client(f, RD_KAFKA_PRODUCER);
+    size_t big_len = 900000;
+    char *big = malloc(big_len + 1);
+    assert_non_null(big);
+    memset(big, 'x', big_len);
+    big[big_len] = 0;
+    for (int i = 0; i < 7; i++) { /* one message set each: flushed one by one */
+        assert_int_equal(rd_kafka_producev(pr, RD_KAFKA_V_TOPIC(f->cfg.topic_raw),
+                                           RD_KAFKA_V_PARTITION(0), RD_KAFKA_V_VALUE(big, big_len),
+                                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                           RD_KAFKA_V_END),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
+        assert_int_equal(rd_kafka_flush(pr, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+    free(big);
+    rd_kafka_destroy(pr);
+
+    rd_kafka_t *cons = test_client(f, RD_KAFKA_CONSUMER);
+    int64_t low0, high0, low1, high1;
+    assert_int_equal(
+        rd_kafka_query_watermark_offsets(cons, f->cfg.topic_raw, 0, &low0, &high0, 10000),
+        RD_KAFKA_RESP_ERR_NO_ERROR);
+    assert_int_equal(
+        rd_kafka_query_watermark_offsets(cons, f->cfg.topic_raw, 1, &low1, &high1, 10000),
+        RD_KAFKA_RESP_ERR_NO_ERROR);
+    /* the premise: partition 0 keeps only big records, past offset 1; partition 1 every like */
+    assert_true(low0 > 1 && high0 - low0 < 7);
+    assert_true(low1 == 0 && high1 > 0 && high1 < 1000000);
+    rd_kafka_topic_partition_list_t *commit = rd_kafka_topic_partition_list_new(2);
+    rd_kafka_topic_partition_list_add(commit, f->cfg.topic_raw, 0)->offset = 1;
+    rd_kafka_topic_partition_list_add(commit, f->cfg.topic_raw, 1)->offset = 1000000;
+    assert_int_equal(rd_kafka_commit(cons, commit, 0), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(commit);
+    rd_kafka_consumer_close(cons);
+    rd_kafka_destroy(cons);
+
+    char path[] = "/tmp/hc-s1mock-log.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    hc_log_setup(HC_LOG_INFO, HC_LOG_TEXT);
+    hc_log_set_fd(fd);
+    start(f);
+    bool committed = wait_committed(f, high1);
+    finish(f);
+    hc_log_set_fd(2);
+    const char *level = getenv("HC_TEST_LOG");
+    hc_log_setup(level && strcmp(level, "info") == 0 ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
+    if (!committed || f->run_err != HC_OK) {
+        print_steps(f);
+        print_message("run: %s\n", f->run_errstr);
+    }
+    assert_true(committed);
+    assert_int_equal(f->run_err, HC_OK);
+    char log[65536];
+    ssize_t n = pread(fd, log, sizeof(log) - 1, 0);
+    close(fd);
+    unlink(path);
+    assert_true(n > 0);
+    log[n] = 0;
+    char start0[64], start1[64];
+    snprintf(start0, sizeof(start0), "log_start=%" PRId64 " ", low0);
+    snprintf(start1, sizeof(start1), "log_end=%" PRId64 " ", high1);
+    int retention = count_start_lines(log, 0, "start=\"first (retention)\"") > 0 &&
+                    count_start_lines(log, 0, "committed_offset=1 ") > 0 &&
+                    count_start_lines(log, 0, start0) > 0;
+    int truncated = count_start_lines(log, 1, "start=\"first (truncated)\"") > 0 &&
+                    count_start_lines(log, 1, "committed_offset=1000000 ") > 0 &&
+                    count_start_lines(log, 1, start1) > 0;
+    if (!retention || !truncated) {
+        print_message("log:\n%s\n", log);
+    }
+    assert_true(retention);
+    assert_true(truncated);
+    /* every like left: partition 1's, from its first record, once; partition 0's big records
+     * are dead letters */
+    assert_int_equal(hc_metric_get(f->metrics.events_ok), high1);
+    assert_int_equal(hc_metric_get(f->metrics.txn_abort), 0);
+}
+
 /* ---- poison records: any message is counted or dead-lettered ---------------------------- */
 
 #define BIG_KEY 1000000 /* over the stage's producer's message.max.bytes with any value */
@@ -974,6 +1107,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(unusable_producer_at_an_abort_is_renewed, setup, teardown),
         cmocka_unit_test_setup_teardown(unconfirmed_start_waits_for_the_answers_to_agree, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            committed_offset_out_of_the_log_starts_at_the_first_record_and_says_so, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(lost_assignment_aborts_the_window_and_commits_nothing,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(poison_messages_in_single_partials, setup, teardown),

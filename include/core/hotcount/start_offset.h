@@ -8,7 +8,9 @@
  * docs/RELIABILITY.md, F3). With `earliest` that answer and "this group never committed here"
  * look the same. So stage 1 reads the committed offset again itself, with the partition's first
  * and end offsets, and decides here; a partition with records and no committed offset is asked
- * again a few times, backing off, before its first record is believed.
+ * again a few times, backing off, before its first record is believed. A committed offset that
+ * was found is checked against the same ends: one below the log's start (its records lost to
+ * retention) or past its end (a truncated log) starts at the first record too, and says so.
  *
  * Pure: no I/O, no clock. */
 #ifndef HOTCOUNT_START_OFFSET_H
