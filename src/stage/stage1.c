@@ -19,8 +19,7 @@
  * replace the producer after an aborted or unknown-outcome transaction (docs/RELIABILITY.md,
  * "Late writes"), reset the window. Every partial carries its window's raw ranges
  * (hotcount/source_check.h). The consumer, its rebalances, the heartbeat and the error latch are
- * the shared loop's (hotcount/stage_loop.h); this file plugs into it with the hooks at the bottom.
- */
+ * the shared loop's (hotcount/stage_loop.h); this file plugs into it with the hooks below. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
