@@ -10,8 +10,9 @@
 
 #include "hotcount/config.h"
 
-/* -DHC_MUTANT_NO_REDACT: everything passes through unchanged, so that tests/cli/secrets.sh can
- * show it would catch a lost redaction (it must fail on such a build). Never in a product. */
+/* -DHC_MUTANT_NO_REDACT: everything passes through unchanged, so that tests/unit/test_redact.c
+ * and tests/cli/secrets.sh show they would catch a lost redaction (CTest's mutant_no_redact_unit
+ * and mutant_no_redact_secrets run them on such a build). Never in a product. */
 #ifdef HC_MUTANT_NO_REDACT
 #define MUTANT_PASS_THROUGH 1
 #else

@@ -625,9 +625,9 @@ static hc_err_t partials_partitions(hc_stage1_t *s1, char *errstr, size_t errstr
  * partition each belongs to (hc_pack_partition), each group in post-id order in as many
  * bounded records as it needs, produced to that partition. Key of the k-th record (k from 0)
  * of a partition: "<transactional id>/<window>/<partition>/<k>", unique per window, naming
- * its writer; stage 2 does not read it. dropped: the drop_partial mutant's state, else NULL. */
-static hc_err_t produce_packed(hc_stage1_t *s1, int64_t closed_at, size_t hdr_len, bool *dropped,
-                               char *errstr, size_t errstr_size)
+ * its writer; stage 2 does not read it. */
+static hc_err_t produce_packed(hc_stage1_t *s1, int64_t closed_at, size_t hdr_len, char *errstr,
+                               size_t errstr_size)
 {
     size_t n = hc_table_count(s1->tbl);
     if (n == 0) {
@@ -667,19 +667,20 @@ static hc_err_t produce_packed(hc_stage1_t *s1, int64_t closed_at, size_t hdr_le
         return HC_ERR_FATAL;
     }
     /* a counting sort by partition: counts, then each partition's first slot, then placed */
+#ifdef HC_MUTANT_DROP_PARTIAL
+    bool dropped = s1->window_seq != 3; /* the mutant's third window (commit_txn) */
+#endif
     size_t *start = s1->pack_start;
     memset(start, 0, ((size_t)parts + 1) * sizeof(*start));
     for (size_t i = 0; i < n; i++) {
         const hc_table_entry_t *ent = hc_table_entry(s1->tbl, i);
         s1->pack_of[i] = hc_pack_partition(ent->post_id, ent->post_id_len, parts);
 #ifdef HC_MUTANT_DROP_PARTIAL
-        if (dropped && !*dropped && ent->delta != 0) {
-            *dropped = true;
+        if (!dropped && ent->delta != 0) { /* the mutant's drop, as commit_txn's below */
+            dropped = true;
             s1->pack_of[i] = -1;
             continue;
         }
-#else
-        (void)dropped;
 #endif
         start[s1->pack_of[i] + 1]++;
     }
@@ -766,11 +767,7 @@ static hc_err_t commit_txn(hc_stage1_t *s1, char *errstr, size_t errstr_size)
                                       s1->window_hdr, s1->window_hdr_cap);
     s1->window_records = 0;
     if (strcmp(cfg->partials_format, "packed") == 0) {
-#ifdef HC_MUTANT_DROP_PARTIAL
-        err = produce_packed(s1, closed_at, hdr_len, &dropped, errstr, errstr_size);
-#else
-        err = produce_packed(s1, closed_at, hdr_len, NULL, errstr, errstr_size);
-#endif
+        err = produce_packed(s1, closed_at, hdr_len, errstr, errstr_size);
         n = 0; /* nothing left for the one-post loop below */
     }
     for (size_t i = 0; i < n && err == HC_OK; i++) {

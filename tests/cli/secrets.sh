@@ -9,7 +9,8 @@
 #   secrets.sh HOTCOUNT
 # Needs no servers: the stores are unreachable on purpose and Kafka is hotcount's in-process
 # mock broker. The check that the search itself bites: a build with -DHC_MUTANT_NO_REDACT
-# (src/base/redact.c passes everything through) must fail this script.
+# (src/base/redact.c passes everything through) must fail this script (CTest's
+# mutant_no_redact_secrets runs it on hotcount_no_redact).
 set -u
 hc=$(realpath "${1:?usage: secrets.sh HOTCOUNT}")
 tmp=$(mktemp -d)
