@@ -22,7 +22,7 @@
 
 static const hc_cli_opt_t dlq_opts[] = {
     {"json", 0, NULL, "JSON output: list one object, show one object per record"},
-    {"reason", 'r', "REASON", "only dead letters with this hotcount-error reason"},
+    {"reason", 'r', "REASON", "only dead letters with this " HC_DLQ_HDR_ERROR " reason"},
     {"since", 0, "TIME", "only records from TIME on (ms since the epoch or UTC YYYY-MM-DDTHH:MM)"},
     {"until", 0, "TIME", "only records before TIME"},
     {"partition", 'p', "P", "only this partition of topic.dlq"},
@@ -43,7 +43,8 @@ static const hc_cli_cmd_t dlq_cmd = {
     "`show` prints each record's place, time, reason, source in topic.raw and original key and "
     "value (escaped as `get` escapes post ids), filtered by --reason, --since/--until and "
     "--partition/--offset. `replay --reason R [--since T] [--until T] [--dry-run]` re-publishes "
-    "the selected records to topic.raw (header hotcount-replayed-from), exactly once per dead "
+    "the selected records to topic.raw (header " HC_DLQ_HDR_REPLAYED_FROM
+    "), exactly once per dead "
     "letter even when killed and run again (its progress is the offsets of --group, committed in "
     "the producer's transaction); a dead letter of a replayed record is never replayed again.",
     dlq_opts};

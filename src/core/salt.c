@@ -6,18 +6,6 @@
 
 #include <string.h>
 
-uint32_t hc_fnv1a32(const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    uint32_t h = HC_FNV1A32_OFFSET_BASIS;
-
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= HC_FNV1A32_PRIME; /* uint32_t arithmetic wraps mod 2^32, which FNV relies on */
-    }
-    return h;
-}
-
 uint32_t hc_salt(const void *user_id, size_t user_id_len, uint32_t salts)
 {
     /* salts == 0 is a caller bug (config validation rejects it); answer 0 rather than divide

@@ -143,7 +143,7 @@ static hc_err_t replay_one(const hc_dead_letter_t *dl, void *opaque)
     snprintf(from, sizeof(from), "%s/%" PRId32 "/%" PRId64, r->cfg->topic_dlq, dl->partition,
              dl->offset);
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(1);
-    rd_kafka_header_add(hdrs, "hotcount-replayed-from", -1, from, -1);
+    rd_kafka_header_add(hdrs, HC_DLQ_HDR_REPLAYED_FROM, -1, from, -1);
     for (;;) {
         rd_kafka_resp_err_t rerr = rd_kafka_producev(
             r->producer, RD_KAFKA_V_TOPIC(r->cfg->topic_raw),

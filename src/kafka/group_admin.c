@@ -428,19 +428,6 @@ typedef struct dl_ctx {
     int64_t scanned;
 } dl_ctx_t;
 
-static void header(rd_kafka_headers_t *hdrs, const char *name, const char **val, size_t *len)
-{
-    const void *v = NULL;
-    size_t n = 0;
-    if (hdrs && rd_kafka_header_get_last(hdrs, name, &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        *val = v ? v : "";
-        *len = v ? n : 0;
-    } else {
-        *val = NULL;
-        *len = 0;
-    }
-}
-
 static hc_err_t dead_letter_one(const rd_kafka_message_t *rkm, void *opaque)
 {
     dl_ctx_t *ctx = opaque;
@@ -459,10 +446,14 @@ static hc_err_t dead_letter_one(const rd_kafka_message_t *rkm, void *opaque)
         .value = rkm->payload,
         .value_len = rkm->payload ? rkm->len : 0,
     };
-    header(hdrs, "hotcount-error", &dl.reason, &dl.reason_len);
-    header(hdrs, "hotcount-source", &dl.source, &dl.source_len);
-    header(hdrs, "hotcount-replayed-from", &dl.replayed_from, &dl.replayed_from_len);
-    header(hdrs, "hotcount-truncated-from", &dl.truncated_from, &dl.truncated_from_len);
+    const char *name;
+    const void *v;
+    size_t n;
+    for (size_t i = 0;
+         hdrs && rd_kafka_header_get_all(hdrs, i, &name, &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR;
+         i++) {
+        hc_dead_letter_take_header(&dl, name, v, n); /* in order: the last of a name wins */
+    }
     return ctx->fn(&dl, ctx->opaque);
 }
 

@@ -954,3 +954,18 @@ void hc_kafka_consumer_destroy(rd_kafka_t *rk, bool abandoned)
     }
     rd_kafka_destroy(rk);
 }
+
+rd_kafka_headers_t *hc_kafka_dead_letter_headers(const char *reason, const char *source,
+                                                 const void *mark, size_t mark_len,
+                                                 size_t value_len, size_t sent_value,
+                                                 size_t key_len, size_t sent_key)
+{
+    hc_dead_letter_headers_t h;
+    hc_dead_letter_headers(&h, reason, source, mark, mark_len, value_len, sent_value, key_len,
+                           sent_key);
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(h.count);
+    for (size_t i = 0; i < h.count; i++) {
+        rd_kafka_header_add(hdrs, h.hdr[i].name, -1, h.hdr[i].value, (ssize_t)h.hdr[i].len);
+    }
+    return hdrs;
+}

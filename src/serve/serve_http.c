@@ -28,6 +28,7 @@
 
 #include "hotcount/clock.h"
 #include "hotcount/event.h"
+#include "hotcount/fnv.h"
 #include "hotcount/http_guard.h"
 #include "hotcount/listen.h"
 #include "hotcount/log.h"
@@ -131,22 +132,11 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-static uint64_t fnv64(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h = (h ^ p[i]) * 1099511628211ull;
-    }
-    return h;
-}
-
-#define FNV64_BASIS 14695981039346656037ull
-
 static uint64_t etag_add(uint64_t h, const char *id, size_t len, int64_t likes)
 {
-    h = fnv64(h, id, len);
-    h = fnv64(h, "\0", 1);
-    return fnv64(h, &likes, sizeof(likes));
+    h = hc_fnv1a64(h, id, len);
+    h = hc_fnv1a64(h, "\0", 1);
+    return hc_fnv1a64(h, &likes, sizeof(likes));
 }
 
 /* Weak comparison (RFC 9110 13.1.2): W/ is ignored on both sides; "*" matches anything. */
@@ -444,7 +434,7 @@ static enum MHD_Result route_one(hc_serve_t *srv, struct MHD_Connection *conn, c
     if (!json) {
         return respond_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     }
-    return respond_json(srv, conn, json, etag_add(FNV64_BASIS, id, len, v.likes));
+    return respond_json(srv, conn, json, etag_add(HC_FNV1A64_BASIS, id, len, v.likes));
 }
 
 static enum MHD_Result route_many(hc_serve_t *srv, struct MHD_Connection *conn, const char *query)
@@ -465,7 +455,7 @@ static enum MHD_Result route_many(hc_serve_t *srv, struct MHD_Connection *conn, 
     if (!arr) {
         return respond_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     }
-    uint64_t etag = FNV64_BASIS;
+    uint64_t etag = HC_FNV1A64_BASIS;
     char id[HC_POST_ID_MAX + 1];
     size_t len = 0;
     bool ok = false;
@@ -506,7 +496,7 @@ static enum MHD_Result route_top(hc_serve_t *srv, struct MHD_Connection *conn, c
     }
     const hc_store_row_t *rows = (const hc_store_row_t *)(top + 1);
     json_t *arr = json_array();
-    uint64_t etag = FNV64_BASIS;
+    uint64_t etag = HC_FNV1A64_BASIS;
     for (size_t i = 0; arr && i < top->count && i < n; i++) {
         json_array_append_new(
             arr, likes_json(rows[i].post_id, rows[i].post_id_len, rows[i].likes, top->as_of));

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hotcount/fnv.h"
+
 /* Which window wrote a partial. */
 typedef struct window_id {
     uint64_t producer; /* FNV-1a 64 of the transactional id */
@@ -69,12 +71,7 @@ typedef enum parsed { PARSED_NONE, PARSED_OK, PARSED_BAD } parsed_t;
 
 static uint64_t fnv1a64(const char *s)
 {
-    uint64_t h = 14695981039346656037ULL;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
+    return hc_fnv1a64(HC_FNV1A64_BASIS, s, strlen(s));
 }
 
 size_t hc_source_encoded_max(const hc_manifest_t *win)

@@ -408,7 +408,7 @@ static hc_err_t produce_dlq(hc_stage1_t *s1, const rd_kafka_message_t *rkm,
     const void *mark = NULL;
     size_t mark_len = 0;
     if (rd_kafka_message_headers(rkm, &in) != RD_KAFKA_RESP_ERR_NO_ERROR ||
-        rd_kafka_header_get_last(in, "hotcount-replayed-from", &mark, &mark_len) !=
+        rd_kafka_header_get_last(in, HC_DLQ_HDR_REPLAYED_FROM, &mark, &mark_len) !=
             RD_KAFKA_RESP_ERR_NO_ERROR) {
         mark = NULL;
     }
@@ -416,8 +416,8 @@ static hc_err_t produce_dlq(hc_stage1_t *s1, const rd_kafka_message_t *rkm,
     for (int attempt = 0; attempt < 3; attempt++) {
         size_t vlen = value_len < value_cap[attempt] ? value_len : value_cap[attempt];
         size_t klen = key_len < key_cap[attempt] ? key_len : key_cap[attempt];
-        rd_kafka_headers_t *hdrs = hc_stage_dlq_headers(hc_event_reason_str(reason), source, mark,
-                                                        mark_len, value_len, vlen, key_len, klen);
+        rd_kafka_headers_t *hdrs = hc_kafka_dead_letter_headers(
+            hc_event_reason_str(reason), source, mark, mark_len, value_len, vlen, key_len, klen);
         hc_err_t err = produce(s1, s1->cfg->topic_dlq, rkm->key, klen, rkm->payload, vlen, 0, hdrs,
                                errstr, errstr_size);
         if (err != HC_ERR_INVALID) {

@@ -528,7 +528,7 @@ static hc_err_t dead_letter(hc_stage2_t *s2, int32_t partition, int64_t offset, 
                 value_len > HC_PARTIAL_MAX_BYTES && attempt > 0 ? HC_PARTIAL_MAX_BYTES : value_len;
             size_t klen =
                 key_len > HC_PARTIAL_MAX_BYTES && attempt > 0 ? HC_PARTIAL_MAX_BYTES : key_len;
-            rd_kafka_headers_t *hdrs = hc_stage_dlq_headers(
+            rd_kafka_headers_t *hdrs = hc_kafka_dead_letter_headers(
                 hc_partial_reason_str(reason), source, NULL, 0, value_len, vlen, key_len, klen);
             rd_kafka_resp_err_t rerr = rd_kafka_producev(
                 s2->dlq, RD_KAFKA_V_TOPIC(s2->cfg->topic_dlq), RD_KAFKA_V_KEY(key, klen),

@@ -675,25 +675,3 @@ hc_err_t hc_stage_loop_run(hc_stage_loop_t *loop, const atomic_bool *stop, char 
     }
     return err;
 }
-
-rd_kafka_headers_t *hc_stage_dlq_headers(const char *reason, const char *source, const void *mark,
-                                         size_t mark_len, size_t value_len, size_t sent_value,
-                                         size_t key_len, size_t sent_key)
-{
-    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(5);
-    rd_kafka_header_add(hdrs, "hotcount-error", -1, reason, -1);
-    rd_kafka_header_add(hdrs, "hotcount-source", -1, source, -1);
-    if (mark != NULL) {
-        rd_kafka_header_add(hdrs, "hotcount-replayed-from", -1, mark, (ssize_t)mark_len);
-    }
-    char orig[32];
-    if (sent_value < value_len) {
-        snprintf(orig, sizeof(orig), "%zu", value_len);
-        rd_kafka_header_add(hdrs, "hotcount-truncated-from", -1, orig, -1);
-    }
-    if (sent_key < key_len) {
-        snprintf(orig, sizeof(orig), "%zu", key_len);
-        rd_kafka_header_add(hdrs, "hotcount-key-truncated-from", -1, orig, -1);
-    }
-    return hdrs;
-}

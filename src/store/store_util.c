@@ -125,16 +125,6 @@ size_t hc_store_top_finish(hc_store_top_t *top)
     return top->count;
 }
 
-uint64_t hc_store_fnv1a64(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-
-    for (size_t i = 0; i < len; i++) {
-        h = (h ^ p[i]) * 0x100000001b3ULL;
-    }
-    return h;
-}
-
 uint64_t hc_store_id_hash(const char *id, size_t len)
 {
     hc_hash_key_t key = hc_hash_process_key();

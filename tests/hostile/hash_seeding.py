@@ -5,9 +5,9 @@ item 3; docs/THREAT-MODEL.md, "Seeded hashing").
 A source scan over all of src/ (the store backends too since issue 25, item 6: the Redis SCAN
 dedup set hashed with unseeded FNV-1a 64 while src/store/ was left out) that fails when:
 
-  1. an unkeyed hash appears (FNV-1a's offset bases and primes, hc_fnv1a32, djb2's 5381,
-     Fibonacci hashing's golden-ratio multipliers, MurmurHash's constants) outside the list of
-     known uses below, each of which says why it is not a table's hash;
+  1. an unkeyed hash appears (FNV-1a's offset bases and primes, hc_fnv1a32 and hc_fnv1a64,
+     djb2's 5381, Fibonacci hashing's golden-ratio multipliers, MurmurHash's constants) outside
+     the list of known uses below, each of which says why it is not a table's hash;
   2. a file indexes a table by hash (`x & mask`, `x & (cap - 1)`, `x % nbuckets`) without
      calling hc_siphash13 and is not in the list of tables keyed by trusted input below;
   3. a file that calls hc_siphash13 is not named in docs/THREAT-MODEL.md's list of seeded
@@ -27,24 +27,24 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
 
 # (path, enclosing function or macro name): why this unkeyed hash is not a table's.
 KNOWN_UNKEYED = {
-    ("src/core/salt.c", "hc_fnv1a32"):
-        "the producer keying of the external contract (CONTRACT.md: salt = fnv1a32(user_id) % "
-        "salts); it picks a Kafka partition, it indexes no table of ours",
-    ("src/core/salt.c", "hc_salt"): "the same contract rule",
+    ("src/core/fnv.c", "hc_fnv1a32"):
+        "FNV's one home (hotcount/fnv.h): the producer keying of the external contract "
+        "(CONTRACT.md: salt = fnv1a32(user_id) % salts) picks a Kafka partition with it",
+    ("src/core/fnv.c", "hc_fnv1a64"):
+        "FNV's one home: the 64-bit variant that the writer tag, the ETags and DynamoDB's batch "
+        "id below use, each for equality",
+    ("src/core/salt.c", "hc_salt"): "the contract rule of hc_fnv1a32",
     ("src/core/zipf.c", "splitmix64"): "a PRNG step of the load generator, not a hash of input",
     ("src/stage/source_check.c", "fnv1a64"):
         "a writer tag of stage 1's own transactional id in the hotcount-window header, "
         "compared for equality, never a table index",
-    ("src/serve/serve_http.c", "fnv64"):
+    ("src/serve/serve_http.c", "etag_add"):
         "an ETag over an answer serve computed itself; compared for equality, never a table "
         "index",
-    ("src/serve/serve_http.c", "FNV64_BASIS"): "the same ETag",
-    ("src/store/store_util.c", "hc_store_fnv1a64"):
+    ("src/store/store_util.h", "hc_store_fnv1a64"):
         "only DynamoDB's batch id (ddb_batch_init: two FNV-1a 64 over group, topic, offsets and "
         "deltas), a name compared for equality and sent to DynamoDB, never a table index; it "
         "must be the same in every process, which a per-process key would break",
-    ("src/store/store_util.h", "HC_STORE_FNV1A64_BASIS"): "the same batch id",
-    ("src/store/store_util.h", "hc_store_fnv1a64"): "its declaration",
     ("src/store/dynamodb/ddb_http.c", "ddb_hash_bytes"): "the same batch id, fed",
     ("src/store/dynamodb/ddb_http.c", "ddb_rand64"):
         "a fallback seed when getrandom(2) fails (a golden-ratio multiplier of the clock), for "
@@ -65,7 +65,7 @@ KNOWN_PENDING_TABLES = {
 UNKEYED = re.compile(
     r"2166136261|16777619\b|0x811c9dc5|0x01000193|14695981039346656037|1099511628211|"
     r"0xcbf29ce484222325|0x100000001b3|\bhc_fnv1a32\s*\(|2654435769|0x9e3779b9|"
-    r"11400714819323198485|0x5bd1e995|0xcc9e2d51|\b5381\b|\bhc_store_fnv1a64\s*\(", re.I)
+    r"11400714819323198485|0x5bd1e995|0xcc9e2d51|\b5381\b|\bhc_store_fnv1a64\s*\(|\bhc_fnv1a64\s*\(", re.I)
 TABLE_INDEX = re.compile(
     r"&\s*\(\s*[\w>.-]*(cap|mask|size|slots|buckets|len)\w*\s*-\s*1\s*\)|"
     r"&\s*[\w>.-]*mask\b|%\s*[\w>.-]*(cap|buckets|nslots|slots)\b", re.I)

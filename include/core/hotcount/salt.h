@@ -7,10 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HC_FNV1A32_OFFSET_BASIS 2166136261u
-#define HC_FNV1A32_PRIME 16777619u
-
-uint32_t hc_fnv1a32(const void *data, size_t len);
+#include "hotcount/fnv.h" /* hc_fnv1a32 */
 
 /* salts must be >= 1 (config validation guarantees it); 0 gives 0 rather than a division by
  * zero. */

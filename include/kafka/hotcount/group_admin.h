@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hotcount/dead_letter.h"
 #include "hotcount/err.h"
 
 typedef struct hc_group_member {
@@ -85,26 +86,8 @@ hc_err_t hc_topic_held_partitions(rd_kafka_t *rk, const char *topic, int64_t old
                                   int timeout_ms, hc_held_partition_t **held, size_t *count,
                                   char *errstr, size_t errstr_size);
 
-/* One dead letter of topic.dlq, as stage 1 writes it (docs/FORMATS.md, "Dead letters"). Every
- * pointer is borrowed from the message and valid during the callback only; a header that is
- * absent is NULL. */
-typedef struct hc_dead_letter {
-    int32_t partition;
-    int64_t offset;
-    int64_t timestamp_ms; /* the record's timestamp, -1 when it has none */
-    const char *reason;   /* hotcount-error */
-    size_t reason_len;
-    const char *source; /* hotcount-source: topic/partition/offset in topic.raw */
-    size_t source_len;
-    const char *replayed_from; /* hotcount-replayed-from: set on a replayed record */
-    size_t replayed_from_len;
-    const char *truncated_from; /* hotcount-truncated-from: the original value length */
-    size_t truncated_from_len;
-    const void *key;
-    size_t key_len;
-    const void *value;
-    size_t value_len;
-} hc_dead_letter_t;
+/* One dead letter of topic.dlq: hc_dead_letter_t (hotcount/dead_letter.h), every pointer
+ * borrowed from the message and valid during the callback only. */
 
 /* Gets one dead letter; a result other than HC_OK stops the read and is returned. */
 typedef hc_err_t (*hc_dead_letter_fn)(const hc_dead_letter_t *dl, void *opaque);

@@ -23,6 +23,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "hotcount/config.h"
+#include "hotcount/dead_letter.h"
 #include "hotcount/err.h"
 
 /* Which client a stage or command needs. */
@@ -161,5 +162,13 @@ void hc_kafka_consumer_destroy(rd_kafka_t *rk, bool abandoned);
  * the consumer close that rd_kafka_destroy would run: that close waits on the brokers (seen
  * hanging past any bound against the mock cluster), and a command must end when it is done. */
 void hc_kafka_reader_destroy(rd_kafka_t *rk);
+
+/* A dead letter's headers (hc_dead_letter_headers, hotcount/dead_letter.h, with the same
+ * arguments) as librdkafka's. The caller owns the result and hands it to the producer (which
+ * takes it on success) or destroys it. */
+rd_kafka_headers_t *hc_kafka_dead_letter_headers(const char *reason, const char *source,
+                                                 const void *mark, size_t mark_len,
+                                                 size_t value_len, size_t sent_value,
+                                                 size_t key_len, size_t sent_key);
 
 #endif

@@ -215,13 +215,4 @@ hc_err_t hc_stage_loop_give_back(hc_stage_loop_t *loop,
  * and so may a start hook that waits for the broker. */
 void hc_stage_loop_auth_check(hc_stage_loop_t *loop);
 
-/* The headers of a dead letter (docs/FORMATS.md, "Dead letters"): hotcount-error (reason),
- * hotcount-source, a replay's mark when mark is not NULL (mark_len bytes), and
- * hotcount-truncated-from / hotcount-key-truncated-from when the value or key sent (sent_value,
- * sent_key bytes) is shorter than the original's (value_len, key_len). The caller owns the
- * result and hands it to the producer (which takes it on success) or destroys it. */
-rd_kafka_headers_t *hc_stage_dlq_headers(const char *reason, const char *source, const void *mark,
-                                         size_t mark_len, size_t value_len, size_t sent_value,
-                                         size_t key_len, size_t sent_key);
-
 #endif
