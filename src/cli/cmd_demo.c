@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_wait.h"
 #include "cmds.h"
 #include "hotcount/admin.h"
 #include "hotcount/clock.h"
@@ -65,12 +66,6 @@ static void *producer_main(void *arg)
     p->err = hc_loadgen_run(p->cfg, &p->opts, p->tally, p->stop, p->errstr, sizeof(p->errstr));
     atomic_store(&p->done, true);
     return NULL;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
 }
 
 typedef struct progress {
@@ -258,7 +253,7 @@ int hc_cmd_demo(int argc, char **argv)
     progress_t prev = progress_now(&tally, &metrics);
     int64_t settle_deadline = -1;
     for (;;) {
-        sleep_ms(quiet ? 50 : 1000);
+        hc_cli_wait(quiet ? 50 : 1000, &hc_cli_stop); /* a stop is looked at below */
         progress_t now = progress_now(&tally, &metrics);
         if (!quiet) {
             print_progress(&now, &prev, &metrics);

@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "cli_time.h"
+#include "cli_wait.h"
 #include "cmds.h"
 #include "escape.h"
 #include "hotcount/clock.h"
@@ -236,12 +237,6 @@ static void print_set(const hc_config_t *cfg, const hk_set_t *set, int64_t now, 
     free(rows);
 }
 
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
-
 static int list(hc_cli_t *cli)
 {
     uint64_t interval = 2000;
@@ -264,10 +259,7 @@ static int list(hc_cli_t *cli)
         }
         print_set(&cli->cfg, &set, hc_wall_ms(), hc_cli_has(cli, "json"));
         set_fini(&set);
-        for (int64_t slept = 0; watch && slept < (int64_t)interval && !hc_cli_stop; slept += 100) {
-            sleep_ms(100);
-        }
-    } while (watch && !hc_cli_stop);
+    } while (watch && !hc_cli_wait((int64_t)interval, &hc_cli_stop));
     return HC_EXIT_OK;
 }
 

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_wait.h"
 #include "cmds.h"
 #include "hotcount/admin.h"
 
@@ -42,10 +43,7 @@ int hc_cmd_mock_broker(int argc, char **argv)
     }
     printf("%s\n", mock.bootstraps);
     fflush(stdout);
-    while (!atomic_load(&hc_cli_stop)) {
-        struct timespec ts = {0, 100 * 1000000};
-        nanosleep(&ts, NULL);
-    }
+    hc_cli_wait(-1, &hc_cli_stop);
     hc_mock_stop(&mock);
     hc_cli_fini(&cli);
     return HC_EXIT_OK;

@@ -7,12 +7,14 @@
  * \xNN (two lowercase hex digits); every other byte as is. --json output is escaped by JSON. */
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli.h"
+#include "cli_wait.h"
 #include "cmds.h"
 #include "escape.h"
 #include "hotcount/clock.h"
@@ -154,10 +156,8 @@ static int hot_keys_live(const char *from, size_t n, double interval, uint64_t i
     hc_cli_install_signals();
     for (uint64_t it = 0; !atomic_load(&hc_cli_stop) && (iterations == 0 || it < iterations);
          it++) {
-        if (it > 0) {
-            struct timespec ts = {(time_t)interval,
-                                  (long)((interval - (double)(time_t)interval) * 1e9)};
-            nanosleep(&ts, NULL);
+        if (it > 0 && hc_cli_wait(llround(interval * 1000), &hc_cli_stop)) {
+            break;
         }
         size_t count = 0;
         char errstr[512];
@@ -197,10 +197,8 @@ static int top_live(hc_store_t *st, size_t n, double interval, uint64_t iteratio
     int64_t prev_ms = 0;
     for (uint64_t it = 0; !atomic_load(&hc_cli_stop) && (iterations == 0 || it < iterations);
          it++) {
-        if (it > 0) {
-            struct timespec ts = {(time_t)interval,
-                                  (long)((interval - (double)(time_t)interval) * 1e9)};
-            nanosleep(&ts, NULL);
+        if (it > 0 && hc_cli_wait(llround(interval * 1000), &hc_cli_stop)) {
+            break;
         }
         size_t count = 0;
         char errstr[512];

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_wait.h"
 #include "cmds.h"
 #include "hotcount/clock.h"
 #include "hotcount/hotkeys_follow.h"
@@ -59,13 +60,6 @@ static size_t topic_list(void *opaque, size_t max, hc_hotview_each_fn fn, void *
     return n;
 }
 
-static void nap(follow_t *f, int64_t ms)
-{
-    for (int64_t slept = 0; slept < ms && !atomic_load(&f->stop); slept += 100) {
-        hc_sleep_ms(ms - slept < 100 ? ms - slept : 100);
-    }
-}
-
 static void *follow_main(void *opaque)
 {
     follow_t *f = opaque;
@@ -96,7 +90,7 @@ static void *follow_main(void *opaque)
             if (err != HC_ERR_TRANSIENT) {
                 break; /* a bad client configuration or no memory: retrying changes nothing */
             }
-            nap(f, FOLLOW_RETRY_MS);
+            hc_cli_wait(FOLLOW_RETRY_MS, &f->stop);
             continue;
         }
         pthread_rwlock_wrlock(&f->lock);
@@ -107,7 +101,7 @@ static void *follow_main(void *opaque)
                    f->cfg->topic_hotkeys);
             break;
         }
-        nap(f, FOLLOW_POLL_MS);
+        hc_cli_wait(FOLLOW_POLL_MS, &f->stop);
     }
     hc_hotkeys_follow_close(fl);
     return NULL;
@@ -178,10 +172,7 @@ int hc_cmd_serve(int argc, char **argv)
     const char *colon = strrchr(listen, ':');
     printf("http://%.*s:%d/\n", (int)(colon - listen), listen, hc_serve_port(srv));
     fflush(stdout);
-    while (!atomic_load(&hc_cli_stop)) {
-        struct timespec ts = {0, 100 * 1000000};
-        nanosleep(&ts, NULL);
-    }
+    hc_cli_wait(-1, &hc_cli_stop);
     hc_serve_stop(srv);
     if (following) {
         follow_stop(&follow);

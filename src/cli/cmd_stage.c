@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_wait.h"
 #include "cmds.h"
 #include "hotcount/clock.h"
 #include "hotcount/kafka.h"
@@ -76,10 +77,8 @@ static int64_t stop_timeout_ms;
 static void *stop_timer(void *arg)
 {
     (void)arg;
-    while (!atomic_load(&hc_cli_stop)) { /* a stop may come while the stages are being built */
-        hc_sleep_ms(50);
-    }
-    hc_sleep_ms(stop_timeout_ms);
+    hc_cli_wait(-1, &hc_cli_stop); /* a stop may come while the stages are being built */
+    hc_cli_wait(stop_timeout_ms, NULL);
     hc_log_event(HC_LOG_ERROR, "stop", "stop_timeout",
                  HC_LOG_INT("stop_timeout_ms", stop_timeout_ms),
                  HC_LOG_INT("exit_status", HC_EXIT_STOP_TIMEOUT));
@@ -131,9 +130,7 @@ static int run_stages(int argc, char **argv, const hc_cli_cmd_t *cmd, int n1, in
     }
     if (err == HC_OK) {
         /* the stages stop on SIGINT/SIGTERM, or all of them when one fails */
-        while (!atomic_load(&hc_cli_stop)) {
-            struct timespec ts = {0, 100 * 1000000};
-            nanosleep(&ts, NULL);
+        while (!hc_cli_wait(100, &hc_cli_stop)) {
             watchdog(&cli.cfg.timeouts, pl);
         }
         err = hc_pipeline_stop(pl, errstr, sizeof(errstr));

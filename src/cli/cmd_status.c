@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_wait.h"
 #include "cmds.h"
 #include "escape.h"
 #include "hotcount/clock.h"
@@ -51,7 +52,7 @@ static hc_err_t committed_offsets(rd_kafka_t *rk, const char *group, const char 
     hc_err_t err = HC_ERR_TRANSIENT;
     for (int attempt = 0; attempt < 5 && err == HC_ERR_TRANSIENT; attempt++) {
         if (attempt > 0) {
-            hc_sleep_ms(200);
+            hc_cli_wait(200, &hc_cli_stop);
         }
         err = hc_group_committed(rk, group, topic, count, timeout_ms, out, errstr, errstr_size);
     }

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_wait.h"
 #include "cmds.h"
 #include "escape.h"
 #include "hotcount/clock.h"
@@ -77,8 +78,7 @@ int hc_cmd_verify(int argc, char **argv)
                 goto done;
             }
             hc_log(HC_LOG_INFO, "verify", "waiting: %" PRId64 " messages behind", lag);
-            struct timespec ts = {1, 0};
-            nanosleep(&ts, NULL);
+            hc_cli_wait(1000, &hc_cli_stop); /* a stop is looked at above */
         }
     }
     counts = hc_table_new((size_t)max_posts);
