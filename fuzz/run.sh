@@ -46,8 +46,8 @@ cflags=()
 libs=()
 case $target in
 http)
-    srcs=(src/serve/serve_parse.c src/core/event.c src/core/siphash.c src/core/err.c
-          src/base/clock.c src/base/log.c src/obs/http_guard.c fuzz/fuzz_http.c)
+    srcs=(src/serve/serve_parse.c src/core/percent.c src/core/event.c src/core/siphash.c
+          src/core/err.c src/base/clock.c src/base/log.c src/obs/http_guard.c fuzz/fuzz_http.c)
     includes=(-Iinclude/core -Iinclude/base -Iinclude/obs -Iinclude/serve)
     # The libmicrohttpd CMake links: with HC_DEPS=debian-testing (tools/install-deps) Debian
     # testing's 1.0 from the cache when the system's is older.

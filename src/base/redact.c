@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "hotcount/config.h"
+#include "hotcount/percent.h"
 
 /* -DHC_MUTANT_NO_REDACT: everything passes through unchanged, so that tests/unit/test_redact.c
  * and tests/cli/secrets.sh show they would catch a lost redaction (CTest's mutant_no_redact_unit
@@ -244,20 +245,13 @@ void hc_redact_secret_in(char *text, size_t text_size, const char *secret)
     }
 }
 
-/* s[begin, end) percent-decoded into out (the form a library may quote back). */
+/* s[begin, end) percent-decoded into out (the form a library may quote back): a broken escape
+ * kept as written, cut to what fits. */
 static void percent_decode(const char *s, size_t begin, size_t end, char *out, size_t out_size)
 {
     size_t n = 0;
-    for (size_t i = begin; i < end && n + 1 < out_size; i++) {
-        if (s[i] == '%' && i + 2 < end + 1 && isxdigit((unsigned char)s[i + 1]) &&
-            isxdigit((unsigned char)s[i + 2])) {
-            char hex[3] = {s[i + 1], s[i + 2], '\0'};
-            out[n++] = (char)strtol(hex, NULL, 16);
-            i += 2;
-        } else {
-            out[n++] = s[i];
-        }
-    }
+    hc_percent_decode(s + begin, end - begin, HC_PCT_LENIENT | HC_PCT_TRUNCATE, out, out_size - 1,
+                      &n);
     out[n] = '\0';
 }
 

@@ -4,42 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-bool hc_url_decode(const char *s, size_t n, bool plus_is_space, char *out, size_t cap,
-                   size_t *out_len)
-{
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%') {
-            if (i + 2 >= n) {
-                return false;
-            }
-            int hi = hexval(s[i + 1]);
-            int lo = hexval(s[i + 2]);
-            if (hi < 0 || lo < 0) {
-                return false;
-            }
-            c = (char)(hi * 16 + lo);
-            i += 2;
-        } else if (c == '+' && plus_is_space) {
-            c = ' ';
-        }
-        if (len == cap) {
-            return false;
-        }
-        out[len++] = c;
-    }
-    *out_len = len;
-    return true;
-}
+#include "hotcount/percent.h"
 
 const char *hc_query_param(const char *query, const char *name, size_t *len, bool *dup)
 {
@@ -110,7 +75,7 @@ void hc_serve_parse_uri(const char *uri, hc_serve_uri_t *out)
 bool hc_serve_parse_one(const char *raw, size_t raw_len, char *id, size_t *len)
 {
     *len = 0;
-    if (!hc_url_decode(raw, raw_len, false, id, HC_POST_ID_MAX, len) ||
+    if (!hc_percent_decode(raw, raw_len, 0, id, HC_POST_ID_MAX, len) ||
         !hc_post_id_valid(id, *len)) {
         return false;
     }
@@ -129,7 +94,9 @@ bool hc_serve_parse_top_n(const char *query, int64_t max, uint64_t *n)
         size_t len = 0;
         /* digits is terminated before strspn reads it: a value that is not all digits must be
          * judged on its own bytes, not on what the stack held after them. */
-        if (dup || !hc_url_decode(n_raw, n_len, true, digits, sizeof(digits) - 1, &len) ||
+        if (dup ||
+            !hc_percent_decode(n_raw, n_len, HC_PCT_PLUS_IS_SPACE, digits, sizeof(digits) - 1,
+                               &len) ||
             len == 0) {
             *n = 0;
         } else {
@@ -171,7 +138,8 @@ bool hc_serve_next_id(hc_serve_ids_t *it, char *id, size_t *len, bool *ok)
     const char *comma = memchr(it->p, ',', (size_t)(it->end - it->p));
     size_t n = (size_t)((comma ? comma : it->end) - it->p);
     *len = 0;
-    *ok = hc_url_decode(it->p, n, true, id, HC_POST_ID_MAX, len) && hc_post_id_valid(id, *len);
+    *ok = hc_percent_decode(it->p, n, HC_PCT_PLUS_IS_SPACE, id, HC_POST_ID_MAX, len) &&
+          hc_post_id_valid(id, *len);
     if (*ok) {
         id[*len] = '\0';
     }

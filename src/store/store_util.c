@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hotcount/percent.h"
 #include "hotcount/siphash.h"
 
 int hc_store_post_id_cmp(const char *a, size_t a_len, const char *b, size_t b_len)
@@ -205,20 +206,6 @@ void hc_store_seen_fini(hc_store_seen_t *s)
     memset(s, 0, sizeof(*s));
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 char *hc_store_percent_decode(const char *p, size_t len, bool *bad)
 {
     char *out = malloc(len + 1);
@@ -227,20 +214,11 @@ char *hc_store_percent_decode(const char *p, size_t len, bool *bad)
     if (out == NULL) {
         return NULL;
     }
-    for (size_t i = 0; i < len; i++) {
-        if (p[i] != '%') {
-            out[n++] = p[i];
-            continue;
-        }
-        int hi = i + 2 < len ? hex_value(p[i + 1]) : -1;
-        int lo = i + 2 < len ? hex_value(p[i + 2]) : -1;
-        if (hi < 0 || lo < 0 || hi * 16 + lo == 0) { /* %00 would cut the C string short */
-            *bad = true;
-            free(out);
-            return NULL;
-        }
-        out[n++] = (char)(hi * 16 + lo);
-        i += 2;
+    /* %00 would cut the C string short; the result is never longer than p */
+    if (!hc_percent_decode(p, len, HC_PCT_NO_NUL, out, len, &n)) {
+        *bad = true;
+        free(out);
+        return NULL;
     }
     out[n] = '\0';
     return out;

@@ -36,11 +36,6 @@ typedef struct hc_serve_uri {
 /* Routes uri (NUL-terminated, as received). */
 void hc_serve_parse_uri(const char *uri, hc_serve_uri_t *out);
 
-/* Percent-decodes s[0..n) into out (room for cap bytes); '+' is a space when plus_is_space
- * (queries). False for a malformed escape or when the result does not fit. */
-bool hc_url_decode(const char *s, size_t n, bool plus_is_space, char *out, size_t cap,
-                   size_t *out_len);
-
 /* Finds parameter `name` in a raw query string: its raw value and length, or NULL; *dup is set
  * when it appears more than once. */
 const char *hc_query_param(const char *query, const char *name, size_t *len, bool *dup);
