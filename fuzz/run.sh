@@ -46,8 +46,9 @@ cflags=()
 libs=()
 case $target in
 http)
-    srcs=(src/serve/serve_parse.c src/core/percent.c src/core/event.c src/core/siphash.c
-          src/core/err.c src/base/clock.c src/base/log.c src/obs/http_guard.c fuzz/fuzz_http.c)
+    srcs=(src/serve/serve_parse.c src/core/percent.c src/core/event.c src/core/utf8.c
+          src/core/siphash.c src/core/err.c src/base/clock.c src/base/log.c src/obs/http_guard.c
+          fuzz/fuzz_http.c)
     includes=(-Iinclude/core -Iinclude/base -Iinclude/obs -Iinclude/serve)
     # The libmicrohttpd CMake links: with HC_DEPS=debian-testing (tools/install-deps) Debian
     # testing's 1.0 from the cache when the system's is older.
@@ -70,7 +71,7 @@ prom)
 pack)
     # the table too: hc_pack_encode takes table entries
     core=(src/core/partial_pack.c src/core/partial_check.c src/core/partial.c src/core/event.c
-          src/core/table.c src/core/siphash.c src/core/err.c)
+          src/core/utf8.c src/core/table.c src/core/siphash.c src/core/err.c)
     srcs=("${core[@]}" fuzz/fuzz_pack.c)
     includes=(-Iinclude/core)
     libs=(-ljansson)

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hotcount/utf8.h"
+
 /* Written once at start-up (before threads), read by every thread afterwards. */
 static hc_log_level_t log_level = HC_LOG_INFO;
 static hc_log_format_t log_format = HC_LOG_TEXT;
@@ -110,45 +112,6 @@ static void put_tail(line_t *ln, const char *s)
     }
 }
 
-/* Length of the well-formed UTF-8 character at s (1..4), or 0 when the bytes are not one:
- * stray continuation bytes, overlong forms, surrogates, values past U+10FFFF, a cut-off tail. */
-static size_t utf8_char_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    uint32_t cp;
-    size_t len;
-
-    if (c < 0x80) {
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1Fu;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0Fu;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07u;
-    } else {
-        return 0;
-    }
-    if (n < len) {
-        return 0;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) {
-            return 0;
-        }
-        cp = (cp << 6) | (s[i] & 0x3Fu);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-        return 0;
-    }
-    return len;
-}
-
 /* Appends s so that it cannot break the line: in JSON as the inside of a string literal, in
  * text with control characters escaped. Stops (and marks the line full) at the first unit that
  * does not fit. */
@@ -176,7 +139,7 @@ static void put_escaped(line_t *ln, const char *s, size_t n, hc_log_format_t for
         } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
             out_len = (size_t)snprintf(esc, sizeof(esc), json ? "\\u%04x" : "\\x%02x", c);
         } else if (c >= 0x80) {
-            step = utf8_char_len(u + i, n - i);
+            step = hc_utf8_char_len(u + i, n - i);
             if (step > 0) {
                 out = s + i;
                 out_len = step;

@@ -2,34 +2,14 @@
 
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s[0..n) that is no C1 control, or 0. */
+#include "hotcount/utf8.h"
+
+/* Length of the valid UTF-8 sequence at s[0..n) that is no C1 control (U+0080..U+009F: the two
+ * bytes C2 80..C2 9F), or 0. */
 static size_t printable_utf8(const unsigned char *s, size_t n)
 {
-    unsigned c = s[0];
-    size_t k;
-    unsigned min;
-    if ((c & 0xe0) == 0xc0) {
-        k = 1, min = 0xa0, c &= 0x1f; /* 0x80..0x9f: C1 controls */
-    } else if ((c & 0xf0) == 0xe0) {
-        k = 2, min = 0x800, c &= 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-        k = 3, min = 0x10000, c &= 0x07;
-    } else {
-        return 0;
-    }
-    if (k >= n) {
-        return 0;
-    }
-    for (size_t j = 1; j <= k; j++) {
-        if ((s[j] & 0xc0) != 0x80) {
-            return 0;
-        }
-        c = (c << 6) | (s[j] & 0x3f);
-    }
-    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
-        return 0;
-    }
-    return k + 1;
+    size_t k = hc_utf8_char_len(s, n);
+    return k == 2 && s[0] == 0xc2 && s[1] <= 0x9f ? 0 : k;
 }
 
 const char *hc_cli_escape(const void *s, size_t len, char *out, size_t out_size)

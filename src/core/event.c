@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "hotcount/siphash.h"
+#include "hotcount/utf8.h"
 
 /* Keys checked inline for duplicates, per parse (shared by all open objects). Events carry a
  * handful of keys, so 32 (1 KiB of records) covers them; an object with more keys gets the
@@ -132,49 +133,10 @@ static inline void skip_ws(struct scan *sc)
     sc->p = p;
 }
 
-/* Length of the well-formed UTF-8 sequence at p (RFC 3629 table 3.7: no overlongs, no
- * surrogates, nothing above U+10FFFF), or 0 when it is invalid or truncated. */
+/* Length of the well-formed UTF-8 sequence at p, or 0 when it is invalid or truncated. */
 static size_t utf8_seq_len(const unsigned char *p, const unsigned char *end)
 {
-    unsigned c = p[0];
-    unsigned lo = 0x80;
-    unsigned hi = 0xbf;
-    size_t n;
-
-    if (c < 0x80) {
-        return 1;
-    }
-    if (c < 0xc2) {
-        return 0; /* continuation byte, or C0/C1 (always overlong) */
-    }
-    if (c < 0xe0) {
-        n = 2;
-    } else if (c < 0xf0) {
-        n = 3;
-        if (c == 0xe0) {
-            lo = 0xa0; /* overlong */
-        } else if (c == 0xed) {
-            hi = 0x9f; /* U+D800..U+DFFF */
-        }
-    } else if (c < 0xf5) {
-        n = 4;
-        if (c == 0xf0) {
-            lo = 0x90; /* overlong */
-        } else if (c == 0xf4) {
-            hi = 0x8f; /* above U+10FFFF */
-        }
-    } else {
-        return 0;
-    }
-    if ((size_t)(end - p) < n || p[1] < lo || p[1] > hi) {
-        return 0;
-    }
-    for (size_t i = 2; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80) {
-            return 0;
-        }
-    }
-    return n;
+    return hc_utf8_char_len(p, (size_t)(end - p));
 }
 
 /* The byte at p is not what the grammar allows here. If it also starts invalid UTF-8, the
@@ -1099,7 +1061,8 @@ static hc_event_reason_t parse_user_id(struct scan *sc, hc_event_t *ev, hc_event
         }
         n = decode_into(&sp, (unsigned char *)ev->user_id, HC_USER_ID_MAX);
     } else if (*sc->p == '-' || is_digit(*sc->p)) {
-        struct num nm;
+        /* scan_number sets it; GCC cannot see that once hc_utf8_char_len inlines */
+        struct num nm = {0};
         r = scan_number(sc, &nm);
         if (r != HC_EVENT_OK) {
             return r;
@@ -1179,7 +1142,8 @@ static bool int64_of(const struct num *nm, int64_t *out)
 
 static hc_event_reason_t parse_ts(struct scan *sc, hc_event_t *ev, hc_event_reason_t *fr)
 {
-    struct num nm;
+    /* scan_number sets it; GCC cannot see that once hc_utf8_char_len inlines */
+    struct num nm = {0};
     hc_event_reason_t r;
 
     if (*sc->p != '-' && !is_digit(*sc->p)) {
@@ -1405,46 +1369,10 @@ const char *hc_event_reason_str(hc_event_reason_t reason)
     return names[reason];
 }
 
-/* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */
-static bool utf8_valid(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i];
-        size_t k;
-        unsigned min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            k = 1, min = 0x80, c &= 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            k = 2, min = 0x800, c &= 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            k = 3, min = 0x10000, c &= 0x07;
-        } else {
-            return false;
-        }
-        if (i + k >= n) {
-            return false;
-        }
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xc0) != 0x80) {
-                return false;
-            }
-            c = (c << 6) | (s[i + j] & 0x3f);
-        }
-        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
-            return false;
-        }
-        i += k + 1;
-    }
-    return true;
-}
-
 bool hc_post_id_valid(const char *id, size_t len)
 {
     if (len == 0 || len > HC_POST_ID_MAX || has_control_byte(id, len)) {
         return false;
     }
-    return utf8_valid((const unsigned char *)id, len) && !has_c1_control(id, len);
+    return hc_utf8_valid(id, len) && !has_c1_control(id, len);
 }

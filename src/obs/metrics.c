@@ -14,6 +14,7 @@
 
 #include "hotcount/clock.h"
 #include "hotcount/metric_defs.h"
+#include "hotcount/utf8.h"
 
 /* jemalloc's control call when the executable links jemalloc (HC_ALLOCATOR); weak, so a build
  * with libc's allocator links without it and sees NULL. */
@@ -818,40 +819,6 @@ static void sb_printf(sbuf_t *sb, const char *fmt, ...)
     }
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is not one (overlong forms,
- * surrogates and code points past U+10FFFF included). */
-static size_t utf8_len(const unsigned char *s, size_t avail)
-{
-    unsigned char c = s[0];
-    size_t n;
-    unsigned char lo = 0x80;
-    unsigned char hi = 0xbf;
-    if (c < 0x80) {
-        return 1;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        lo = c == 0xe0 ? 0xa0 : 0x80;
-        hi = c == 0xed ? 0x9f : 0xbf;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        lo = c == 0xf0 ? 0x90 : 0x80;
-        hi = c == 0xf4 ? 0x8f : 0xbf;
-    } else {
-        return 0;
-    }
-    if (avail < n || s[1] < lo || s[1] > hi) {
-        return 0;
-    }
-    for (size_t i = 2; i < n; i++) {
-        if (s[i] < 0x80 || s[i] > 0xbf) {
-            return 0;
-        }
-    }
-    return n;
-}
-
 /* A label value per the text format: \\, \" and \n escaped, everything else UTF-8 as is. Bytes
  * that are not UTF-8, and control characters other than tab and newline (a NUL would end the
  * scraper's string, a CR confuses line parsers), become U+FFFD. */
@@ -870,7 +837,7 @@ static void sb_label_value(sbuf_t *sb, const char *value, size_t len)
         } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
             sb_put(sb, "\xef\xbf\xbd", 3);
         } else {
-            size_t n = utf8_len(s + i, len - i);
+            size_t n = hc_utf8_char_len(s + i, len - i);
             if (n == 0) {
                 sb_put(sb, "\xef\xbf\xbd", 3);
             } else {

@@ -3,6 +3,10 @@
  * binary arrays. */
 #include "pgsql_impl.h"
 
+#include <string.h>
+
+#include "hotcount/utf8.h"
+
 void pgsql_put_be32(unsigned char *p, uint32_t v)
 {
     p[0] = (unsigned char)(v >> 24);
@@ -72,47 +76,7 @@ unsigned char *pgsql_array_start(scratch_t *s, size_t size, Oid elem, size_t n)
  * NUL, overlong forms, surrogates or code points past U+10FFFF. */
 bool pgsql_is_storable(const unsigned char *s, size_t len)
 {
-    size_t i = 0;
-    size_t k;
-    size_t more;
-    uint32_t cp;
-
-    while (i < len) {
-        if (s[i] == 0) {
-            return false;
-        }
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        if (s[i] >= 0xc2 && s[i] <= 0xdf) {
-            more = 1;
-            cp = s[i] & 0x1fu;
-        } else if (s[i] >= 0xe0 && s[i] <= 0xef) {
-            more = 2;
-            cp = s[i] & 0x0fu;
-        } else if (s[i] >= 0xf0 && s[i] <= 0xf4) {
-            more = 3;
-            cp = s[i] & 0x07u;
-        } else {
-            return false;
-        }
-        if (len - i - 1 < more) {
-            return false;
-        }
-        for (k = 1; k <= more; k++) {
-            if ((s[i + k] & 0xc0) != 0x80) {
-                return false;
-            }
-            cp = cp << 6 | (s[i + k] & 0x3fu);
-        }
-        if ((more == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-            (more == 3 && (cp < 0x10000 || cp > 0x10ffff))) {
-            return false;
-        }
-        i += more + 1;
-    }
-    return true;
+    return memchr(s, 0, len) == NULL && hc_utf8_valid(s, len);
 }
 
 static void format_offset(char *buf, size_t buf_size, int64_t offset)
