@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "hotcount/siphash.h"
+#include "hotcount/topn.h"
 
 typedef struct entry {
     hc_hotset_state_t state;
@@ -43,15 +44,23 @@ typedef struct cand {
     char key[HC_POST_ID_MAX];
 } cand_t;
 
+/* Newcomers rank by this window's events, most first (hc_topn_cmp_fn). */
+static int by_cand_events_desc(const void *a, const void *b)
+{
+    const cand_t *x = a;
+    const cand_t *y = b;
+    return x->events > y->events ? -1 : x->events < y->events;
+}
+
 struct hc_hotset {
     hc_hotset_opts_t o;
     hc_hash_key_t hkey;
     entry_t *ent; /* owned, max */
     size_t n;
-    cand_t *cand; /* owned, max: min-heap by events */
-    size_t nc;
-    uint32_t *slots;  /* owned, mask + 1: member index + 1, 0 = empty */
-    recent_t *recent; /* owned, mask + 1: departures, for flaps */
+    cand_t *cand_items; /* owned, max: the items of cand */
+    hc_topn_t cand;     /* this window's hottest newcomers, at most max (hotcount/topn.h) */
+    uint32_t *slots;    /* owned, mask + 1: member index + 1, 0 = empty */
+    recent_t *recent;   /* owned, mask + 1: departures, for flaps */
     size_t mask;
     hc_hotset_transition_t *trans; /* owned, 2 max */
     size_t ntrans;
@@ -132,11 +141,13 @@ hc_hotset_t *hc_hotset_new(const hc_hotset_opts_t *opts, char *errstr, size_t er
     }
     hs->mask = slots - 1;
     hs->ent = calloc(opts->max, sizeof(*hs->ent));
-    hs->cand = calloc(opts->max, sizeof(*hs->cand));
+    hs->cand_items = calloc(opts->max, sizeof(*hs->cand_items));
+    hc_topn_init(&hs->cand, hs->cand_items, sizeof(*hs->cand_items), opts->max,
+                 by_cand_events_desc);
     hs->slots = calloc(slots, sizeof(*hs->slots));
     hs->recent = calloc(slots, sizeof(*hs->recent));
     hs->trans = calloc(2 * opts->max, sizeof(*hs->trans));
-    if (!hs->ent || !hs->cand || !hs->slots || !hs->recent || !hs->trans) {
+    if (!hs->ent || !hs->cand_items || !hs->slots || !hs->recent || !hs->trans) {
         hc_hotset_destroy(hs);
         hc_errstr_set(errstr, errstr_size, "out of memory");
         return NULL;
@@ -152,7 +163,7 @@ void hc_hotset_destroy(hc_hotset_t *hs)
         return;
     }
     free(hs->ent);
-    free(hs->cand);
+    free(hs->cand_items);
     free(hs->slots);
     free(hs->recent);
     free(hs->trans);
@@ -196,44 +207,10 @@ void hc_hotset_begin(hc_hotset_t *hs)
     hs->now_ms = now;
     hs->window_s = (double)len / 1000.0;
     hs->enter_events = hs->o.enter_rate * hs->window_s;
-    hs->nc = 0;
+    hc_topn_clear(&hs->cand);
     hs->ntrans = 0;
     for (size_t i = 0; i < hs->n; i++) {
         hs->ent[i].events = 0;
-    }
-}
-
-static void heap_sift_down(cand_t *heap, size_t n, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && heap[l].events < heap[m].events) {
-            m = l;
-        }
-        if (r < n && heap[r].events < heap[m].events) {
-            m = r;
-        }
-        if (m == i) {
-            return;
-        }
-        cand_t t = heap[i];
-        heap[i] = heap[m];
-        heap[m] = t;
-        i = m;
-    }
-}
-
-static void heap_sift_up(cand_t *heap, size_t i)
-{
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (heap[p].events <= heap[i].events) {
-            return;
-        }
-        cand_t t = heap[i];
-        heap[i] = heap[p];
-        heap[p] = t;
-        i = p;
     }
 }
 
@@ -251,27 +228,12 @@ void hc_hotset_offer(hc_hotset_t *hs, const char *post_id, size_t post_id_len, i
     if ((double)events < hs->enter_events) {
         return; /* a cold post stays unremembered */
     }
-    cand_t *c;
-    bool replaced = false;
-    if (hs->nc < hs->o.max) {
-        c = &hs->cand[hs->nc++];
-    } else if (events > hs->cand[0].events) {
-        hs->stats.dropped++; /* the heap's coldest newcomer makes room */
-        c = &hs->cand[0];
-        replaced = true;
-    } else {
-        hs->stats.dropped++;
-        return;
+    if (hc_topn_is_full(&hs->cand)) {
+        hs->stats.dropped++; /* this one, or the coldest newcomer that makes room for it */
     }
-    c->hash = h;
-    c->len = (uint16_t)post_id_len;
-    c->events = events;
-    memcpy(c->key, post_id, post_id_len);
-    if (replaced) {
-        heap_sift_down(hs->cand, hs->nc, 0);
-    } else {
-        heap_sift_up(hs->cand, hs->nc - 1);
-    }
+    cand_t c = {.hash = h, .len = (uint16_t)post_id_len, .events = events};
+    memcpy(c.key, post_id, post_id_len);
+    hc_topn_offer(&hs->cand, &c);
 }
 
 static hc_hotset_transition_t *add_transition(hc_hotset_t *hs, hc_hotset_change_t change,
@@ -311,13 +273,6 @@ static int by_member_rate_asc(const void *a, const void *b)
     return x->rate < y->rate ? -1 : x->rate > y->rate;
 }
 
-static int by_cand_events_desc(const void *a, const void *b)
-{
-    const cand_t *x = a;
-    const cand_t *y = b;
-    return x->events > y->events ? -1 : x->events < y->events;
-}
-
 const hc_hotset_transition_t *hc_hotset_end(hc_hotset_t *hs, size_t *n)
 {
     int64_t now = hs->now_ms;
@@ -345,11 +300,11 @@ const hc_hotset_transition_t *hc_hotset_end(hc_hotset_t *hs, size_t *n)
     hs->n = kept;
     /* 2. room for the newcomers: evict the coldest members colder than the hottest newcomers
      * (both sorted in place: members' order means nothing, the index is rebuilt below) */
-    qsort(hs->cand, hs->nc, sizeof(*hs->cand), by_cand_events_desc);
+    size_t nc = hc_topn_sort(&hs->cand);
     qsort(hs->ent, hs->n, sizeof(*hs->ent), by_member_rate_asc);
     size_t take = 0, evict = 0, free_slots = o->max - hs->n;
-    while (take < hs->nc) {
-        double rate = (double)hs->cand[take].events / hs->window_s;
+    while (take < nc) {
+        double rate = (double)hs->cand_items[take].events / hs->window_s;
         if (free_slots > 0) {
             free_slots--;
         } else if (evict < hs->n &&
@@ -360,7 +315,7 @@ const hc_hotset_transition_t *hc_hotset_end(hc_hotset_t *hs, size_t *n)
         }
         take++;
     }
-    hs->stats.dropped += (int64_t)(hs->nc - take);
+    hs->stats.dropped += (int64_t)(nc - take);
     /* 3. evictions and refreshes, then compact */
     kept = 0;
     for (size_t i = 0; i < hs->n; i++) {
@@ -380,7 +335,7 @@ const hc_hotset_transition_t *hc_hotset_end(hc_hotset_t *hs, size_t *n)
     hs->n = kept;
     /* 4. the newcomers, hottest first */
     for (size_t i = 0; i < take; i++) {
-        const cand_t *c = &hs->cand[i];
+        const cand_t *c = &hs->cand_items[i];
         entry_t *e = &hs->ent[hs->n++];
         double rate = (double)c->events / hs->window_s;
         *e = (entry_t){.state = hc_hotset_next(HC_HOTSET_COLD, rate, 0, o),
@@ -393,7 +348,7 @@ const hc_hotset_transition_t *hc_hotset_end(hc_hotset_t *hs, size_t *n)
         add_transition(hs, HC_HOTSET_TO_HOT, c->key, c->len, rate);
         hs->stats.to_hot++;
     }
-    hs->nc = 0;
+    hc_topn_clear(&hs->cand);
     index_rebuild(hs);
     hs->last_end_ms = now;
     *n = hs->ntrans;

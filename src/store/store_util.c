@@ -69,61 +69,27 @@ static int row_rank_qsort(const void *a, const void *b)
     return hc_store_row_rank(a, b);
 }
 
-static void row_swap(hc_store_row_t *a, hc_store_row_t *b)
-{
-    hc_store_row_t tmp = *a;
-
-    *a = *b;
-    *b = tmp;
-}
-
 void hc_store_top_init(hc_store_top_t *top, hc_store_row_t *rows, size_t n)
 {
-    top->rows = rows;
-    top->n = n;
-    top->count = 0;
+    hc_topn_init(&top->heap, rows, sizeof(*rows), n, row_rank_qsort);
 }
 
 bool hc_store_top_offer(const char *post_id, size_t post_id_len, int64_t likes, void *opaque)
 {
     hc_store_top_t *h = opaque;
     hc_store_row_t cand;
-    size_t i;
-    size_t child;
 
     cand.likes = likes;
     cand.post_id_len = post_id_len;
     memcpy(cand.post_id, post_id, post_id_len);
     cand.post_id[post_id_len] = '\0';
-    if (h->count < h->n) {
-        i = h->count++;
-        h->rows[i] = cand;
-        while (i > 0 && hc_store_row_rank(&h->rows[(i - 1) / 2], &h->rows[i]) < 0) {
-            row_swap(&h->rows[(i - 1) / 2], &h->rows[i]);
-            i = (i - 1) / 2;
-        }
-        return true;
-    }
-    if (h->n == 0 || hc_store_row_rank(&cand, &h->rows[0]) >= 0) {
-        return true; /* ranks after the last of the current top n */
-    }
-    h->rows[0] = cand;
-    for (i = 0; (child = 2 * i + 1) < h->count; i = child) {
-        if (child + 1 < h->count && hc_store_row_rank(&h->rows[child + 1], &h->rows[child]) > 0) {
-            child++;
-        }
-        if (hc_store_row_rank(&h->rows[i], &h->rows[child]) >= 0) {
-            break;
-        }
-        row_swap(&h->rows[i], &h->rows[child]);
-    }
+    hc_topn_offer(&h->heap, &cand); /* a row ranking after the current top n is let go */
     return true;
 }
 
 size_t hc_store_top_finish(hc_store_top_t *top)
 {
-    qsort(top->rows, top->count, sizeof(*top->rows), row_rank_qsort);
-    return top->count;
+    return hc_topn_sort(&top->heap);
 }
 
 uint64_t hc_store_id_hash(const char *id, size_t len)

@@ -11,6 +11,7 @@
 
 #include "hotcount/fnv.h"
 #include "hotcount/store.h"
+#include "hotcount/topn.h"
 
 /* ---- order ---- */
 
@@ -33,12 +34,10 @@ bool hc_store_deltas_merge(hc_store_delta_t *d, size_t count, size_t *count_out,
  * a ranks before b. */
 int hc_store_row_rank(const hc_store_row_t *a, const hc_store_row_t *b);
 
-/* The best n rows of a scan, holding only n: a heap over the caller's rows (borrowed) whose root
- * is the row ranking last, ready to be pushed out. */
+/* The best n rows of a scan, holding only n: the core's top-N heap (hotcount/topn.h) over the
+ * caller's rows (borrowed), ranked by hc_store_row_rank. */
 typedef struct hc_store_top {
-    hc_store_row_t *rows; /* borrowed: the caller's rows_out, n of them */
-    size_t n;
-    size_t count;
+    hc_topn_t heap;
 } hc_store_top_t;
 
 void hc_store_top_init(hc_store_top_t *top, hc_store_row_t *rows, size_t n);
