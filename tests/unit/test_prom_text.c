@@ -150,13 +150,14 @@ static void hostile_page_is_read_in_linear_time(void **state)
         }
         text[off] = '\0';
         struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        /* CPU time, not wall time: a loaded machine stretches the wall clock, not this */
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
         hc_prom_sample_t s;
         const char *pos = text;
         assert_false(hc_prom_next(&pos, &s));
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
         double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-        print_message("%.10s...: %.3f s\n", lines[l], secs);
+        print_message("%.10s...: %.3f CPU-s\n", lines[l], secs);
         assert_true(secs < 1.0);
     }
     free(text);
