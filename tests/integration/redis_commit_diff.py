@@ -2,7 +2,10 @@
 """The Redis commit script against the one it replaced (issue 27): random batches, applied once
 through tests/integration/redis_commit_v1.lua and once through src/store/redis/commit.lua, each
 into a key space of its own, must leave identical counts, types and offsets and get identical
-replies (totals, conflicts, refusals with the refused delta's index and reason). The batches are
+replies (totals, conflicts, refusals with the refused delta's index and reason); and after every
+batch the new script's top index (a K of 1, 2, 3, 5 or 1000, built before the first batch or,
+as `hotcount init` would, after it) must keep its invariants, answer "top" exactly as a recount
+ranks the counts whenever it answers, and be left untouched by a refused or conflicting batch. The batches are
 split into parts of a few deltas (so most are staged) and touch counts that are absent, integers
 near 2^53 and near 9e18, strings that are not integers ("012", "-0", " 5", "banana") and other
 types; deltas reach +-2^63 and a batch may list a post twice (incr_only). Run under
@@ -12,6 +15,7 @@ tests/harness/with-servers (HC_TEST_REDIS_URI).
 """
 import os
 import random
+import re
 import socket
 import struct
 import sys
@@ -86,15 +90,26 @@ def apply_old(r, sha, ns, batch, expected, nxt, mode, part):
             return res
 
 
-def apply_new(r, sha, ns, batch, expected, nxt, mode, part):
+def apply_v2(r, sha, ns, batch, expected, nxt, mode, part):
+    """The packed commit of issue 27 before the top index (redis_commit_v2.lua)."""
+    return apply_new(r, sha, ns, batch, expected, nxt, mode, part, top=None)
+
+
+def apply_new(r, sha, ns, batch, expected, nxt, mode, part, top=1000):
+    """src/store/redis/commit.lua; top: K, the index's size (its keys named after ns)."""
     parts = [batch[i:i + part] for i in range(0, len(batch), part)] or [[]]
     incr_only = (len({k for k, _ in batch}) < len(batch)
                  or any(abs(d) >= 2**53 for _, d in batch))
+    keys = [f"hotcount:offsets:{ns}", f"hotcount:staging:{ns}-{nxt}"]
+    if top is not None:
+        keys += [f"hotcount:top:{ns}", f"hotcount:top-meta:{ns}"]
     for i, p in enumerate(parts):
         commit = i == len(parts) - 1
-        res = r.call("EVALSHA", sha, 2, f"hotcount:offsets:{ns}", f"hotcount:staging:{ns}-{nxt}",
-                     mode if commit else "stage", 1, i, 120000, "t/0", expected, nxt, pack(p),
-                     "1" if incr_only else "0")
+        args = ["EVALSHA", sha, len(keys), *keys, mode if commit else "stage", 1, i, 120000,
+                "t/0", expected, nxt, pack(p), "1" if incr_only else "0"]
+        if top is not None:
+            args.append(top)
+        res = r.call(*args)
         if commit or res != [1]:
             return res
 
@@ -126,6 +141,51 @@ def main():
         out.append(r.call("HGETALL", f"hotcount:offsets:{ns}"))
         return out
 
+    def absorb(ns, k):
+        keys = r.call("KEYS", f"{ns}*")
+        return r.call("EVALSHA", sha_new, 4, f"hotcount:offsets:{ns}", f"hotcount:staging:{ns}",
+                      f"hotcount:top:{ns}", f"hotcount:top-meta:{ns}", "absorb", k, "1", *keys)
+
+    def index(ns):
+        return (r.call("ZRANGE", f"hotcount:top:{ns}", 0, -1, "WITHSCORES"),
+                r.call("HGETALL", f"hotcount:top-meta:{ns}"))
+
+    def index_faults(ns, k, built):
+        """The index's invariants (commit.lua, "The top index") and its top against a recount."""
+        faults = []
+        zs, meta = index(ns)
+        meta = dict(zip(meta[::2], meta[1::2]))
+        floor = float(meta.get(b"floor", b"-inf"))
+        members = {zs[i]: float(zs[i + 1]) for i in range(0, len(zs), 2)}
+        counts = {}
+        for key in r.call("KEYS", f"{ns}*"):
+            if r.call("TYPE", key) == "string":
+                v = r.call("GET", key)
+                if re.fullmatch(rb"-?[1-9][0-9]*|0", v):
+                    counts[key] = int(v)
+        if len(members) > k:
+            faults.append(f"{len(members)} members, K {k}")
+        for m, score in members.items():
+            if m not in counts or float(counts[m]) != score or score < floor:
+                faults.append(f"member {m} score {score} count {counts.get(m)} floor {floor}")
+        for key, c in counts.items():
+            if built and key not in members and float(c) > floor:
+                faults.append(f"left out {key} count {c} above floor {floor}")
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        for n in range(1, k + 2):
+            res = r.call("EVALSHA", sha_new, 4, "hotcount:offsets:", "hotcount:staging:",
+                         f"hotcount:top:{ns}", f"hotcount:top-meta:{ns}", "top", n)
+            if res[0] != 1:
+                continue
+            if not built:
+                faults.append("top answered from an index not built")
+                break
+            got = sorted(((res[i], int(res[i + 1])) for i in range(1, len(res), 2)
+                          if res[i + 1] is not None), key=lambda kv: (-kv[1], kv[0]))[:n]
+            if got != ranked[:n]:
+                faults.append(f"top {n}: {got} against {ranked[:n]}")
+        return faults
+
     def norm(res, ns):
         return [x.replace(ns.encode(), b"NS") if isinstance(x, bytes) else x for x in res]
 
@@ -145,7 +205,15 @@ def main():
                     r.call("HSET", ns + key, "f", "v")
         expected = ""
         part = rnd.choice([1, 2, 3, 7, 50])
+        k = rnd.choice([1, 2, 3, 5, 1000])
+        built = rnd.random() < 0.7  # else built after the first batch, as `init` after commits
+        if built:
+            absorb(new_ns, k)
         for b in range(3):
+            if b == 1 and not built:
+                absorb(new_ns, k)
+                built = True
+            before = index(new_ns)
             ids = [f"p{rnd.randint(0, 15)}" for _ in range(rnd.randint(0, 25))]
             if rnd.random() < 0.8:
                 ids = list(dict.fromkeys(ids))
@@ -156,10 +224,18 @@ def main():
             got_old = apply_old(r, sha_old, old_ns, [(old_ns + i, d) for i, d in zip(ids, deltas)],
                                 exp, nxt, mode, part)
             got_new = apply_new(r, sha_new, new_ns, [(new_ns + i, d) for i, d in zip(ids, deltas)],
-                                exp, nxt, mode, part)
+                                exp, nxt, mode, part, top=k)
             a, c = norm(got_old, old_ns), norm(got_new, new_ns)
             sa, sc = state(old_ns), state(new_ns)
-            if a != c or sa != sc:
+            faults = index_faults(new_ns, k, built)
+            if got_new[0] != 1 and index(new_ns) != before:
+                faults.append("a refused batch changed the index")
+            if faults:
+                failures += 1
+                if failures <= 5:
+                    print(f"case {case} batch {b} (seed {seed}, K {k}): ids {ids} deltas "
+                          f"{deltas} reply {c}\n  index: {faults[:3]}")
+            elif a != c or sa != sc:
                 failures += 1
                 if failures <= 5:
                     print(f"case {case} batch {b} (seed {seed}): ids {ids} deltas {deltas}\n"
@@ -167,7 +243,8 @@ def main():
             if got_old and got_old[0] == 1:
                 expected = nxt
         for ns in (old_ns, new_ns):
-            keys = r.call("KEYS", f"{ns}*") + [f"hotcount:offsets:{ns}"]
+            keys = r.call("KEYS", f"{ns}*") + [f"hotcount:offsets:{ns}", f"hotcount:top:{ns}",
+                                               f"hotcount:top-meta:{ns}"]
             r.call("DEL", *keys)
     print(f"redis_commit_diff: {cases} cases, seed {seed}, {failures} differ")
     sys.exit(1 if failures else 0)

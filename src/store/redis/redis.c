@@ -343,11 +343,13 @@ static hc_err_t redis_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
         return HC_ERR_INVALID;
     }
     if (prefix_overlaps(prefix, OFFSETS_KEY_PREFIX) ||
-        prefix_overlaps(prefix, STAGING_KEY_PREFIX)) {
+        prefix_overlaps(prefix, STAGING_KEY_PREFIX) || prefix_overlaps(prefix, TOP_KEY_PREFIX) ||
+        prefix_overlaps(prefix, TOP_META_KEY_PREFIX)) {
         hc_errstr_set(errstr, errstr_size,
                       "store.redis.prefix: \"%s\" would put counts among hotcount's own keys "
-                      "(" OFFSETS_KEY_PREFIX "*, " STAGING_KEY_PREFIX "*); choose another, such "
-                      "as the default \"likes:\"",
+                      "(" OFFSETS_KEY_PREFIX "*, " STAGING_KEY_PREFIX "*, " TOP_KEY_PREFIX
+                      "*, " TOP_META_KEY_PREFIX "*); choose another, such as the default "
+                      "\"likes:\"",
                       prefix);
         return HC_ERR_INVALID;
     }
@@ -402,6 +404,8 @@ static hc_err_t redis_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
         goto fail_close;
     }
     rs->prefix_len = strlen(prefix);
+    /* serve's top never asks for more than serve.top.max rows: the index keeps at least those */
+    rs->top_keep = cfg->serve_top_max > REDIS_TOP_KEEP ? cfg->serve_top_max : REDIS_TOP_KEEP;
     client_name(rs->name, sizeof(rs->name), cfg->instance_id);
 
     /* Connect now, so that a wrong address or password shows at open rather than at the first
@@ -418,11 +422,16 @@ fail_close:
     return err;
 }
 
-/* Nothing to create: keys appear with the first write. Loading the script is the one thing a
- * server must be ready for. */
+/* Keys appear with the first write. The server must be ready for the script, and the top
+ * index of counts written before it existed is built once (redis_build_top_index). */
 static hc_err_t redis_init_schema(hc_store_t *st, char *errstr, size_t errstr_size)
 {
-    return redis_load_script(redis_store(st), errstr, errstr_size);
+    hc_err_t err = redis_load_script(redis_store(st), errstr, errstr_size);
+
+    if (err != HC_OK) {
+        return err;
+    }
+    return redis_build_top_index(redis_store(st), errstr, errstr_size);
 }
 
 static const hc_store_ops_t redis_ops = {

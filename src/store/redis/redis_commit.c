@@ -201,9 +201,7 @@ static hc_err_t build_part(redis_store_t *rs, const hc_store_batch_t *batch, con
     redis_args_reset(a);
     redis_args_push_str(a, "EVALSHA");
     redis_args_push_str(a, rs->sha);
-    redis_args_push_str(a, "2");
-    redis_push_offsets_key(a, batch->group);
-    redis_args_push2(a, STAGING_KEY_PREFIX, strlen(STAGING_KEY_PREFIX), batch_id, strlen(batch_id));
+    redis_push_script_keys(rs, a, batch->group, batch_id);
     redis_args_push_str(a, !commit ? "stage" : batch->totals_out ? "commit" : "commit_quiet");
     redis_args_pushf(a, "%zu", batch->offset_count);
     redis_args_pushf(a, "%zu", part); /* every earlier part staged one list element */
@@ -220,6 +218,7 @@ static hc_err_t build_part(redis_store_t *rs, const hc_store_batch_t *batch, con
     }
     redis_args_push(a, rs->pack, rs->pack_len);
     redis_args_push_str(a, incr_only ? "1" : "0");
+    redis_args_pushf(a, "%" PRId64, rs->top_keep);
     return HC_OK;
 }
 
@@ -270,6 +269,14 @@ static hc_err_t part_outcome(const redisReply *reply, const hc_store_batch_t *ba
                       stored->len == 0 ? 4 : (stored->len > 24 ? 24 : (int)stored->len),
                       stored->len == 0 ? "none" : stored->str, expected_buf);
         return HC_ERR_CONFLICT;
+    }
+    if (code == -3) {
+        hc_errstr_set(errstr, errstr_size,
+                      "redis store: the top index (" TOP_KEY_PREFIX "<prefix>, a sorted set, and "
+                      "" TOP_META_KEY_PREFIX "<prefix>, a hash) is of another type or its floor "
+                      "is not a number; nothing was written (delete both and run `hotcount "
+                      "init`)");
+        return HC_ERR_FATAL;
     }
     if (code == -1) {
         hc_errstr_set(errstr, errstr_size,

@@ -41,6 +41,14 @@ extern const size_t hc_store_redis_commit_lua_len;
 #define REDIS_DEFAULT_PORT 6379
 #define OFFSETS_KEY_PREFIX "hotcount:offsets:"
 #define STAGING_KEY_PREFIX "hotcount:staging:"
+/* The top index of the counts under a prefix: a sorted set and its state (redis.c's file
+ * comment, "The top index"), named after the prefix so that deployments sharing a database with
+ * other prefixes keep apart. */
+#define TOP_KEY_PREFIX "hotcount:top:"
+#define TOP_META_KEY_PREFIX "hotcount:top-meta:"
+/* The most posts the index keeps unless serve.top.max asks for more: top n for n up to it is
+ * read from the index; a larger n (the CLI's) is answered by a SCAN. */
+#define REDIS_TOP_KEEP 1000
 
 /* Connecting and every command are bounded by cfg->timeouts (store_connect_ms,
  * store_statement_ms: hotcount/timeouts.h), so an unresponsive server (stopped, partitioned,
@@ -100,6 +108,7 @@ typedef struct redis_store {
     void *ssl_ctx;        /* owned SSL_CTX *, built once at open; NULL without TLS */
     char *prefix;         /* owned copy of store.redis.prefix */
     size_t prefix_len;
+    int64_t top_keep;    /* K: the most posts the top index keeps */
     long timeout_ms;     /* the reply timeout the next command should have */
     long connect_ms;     /* cfg->timeouts.store_connect_ms */
     long command_ms;     /* cfg->timeouts.store_statement_ms */
@@ -131,6 +140,10 @@ hc_err_t redis_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr
                      size_t errstr_size);
 hc_err_t redis_unexpected_reply(const char *what, char *errstr, size_t errstr_size);
 void redis_push_offsets_key(args_t *a, const char *group);
+/* Pushes the four KEYS every call of the script names (numkeys first): the offsets of group,
+ * the staging list of batch_id (both "" for the index-only modes), the top index and its state. */
+void redis_push_script_keys(redis_store_t *rs, args_t *a, const char *group, const char *batch_id);
+hc_err_t redis_build_top_index(redis_store_t *rs, char *errstr, size_t errstr_size);
 hc_err_t redis_read_offsets(hc_store_t *st, const char *group, const char *topic,
                             const int32_t *partitions, size_t count, int64_t *offsets_out,
                             char *errstr, size_t errstr_size);

@@ -60,6 +60,16 @@ void redis_push_offsets_key(args_t *a, const char *group)
                      group != NULL ? strlen(group) : 0);
 }
 
+void redis_push_script_keys(redis_store_t *rs, args_t *a, const char *group, const char *batch_id)
+{
+    redis_args_push_str(a, "4");
+    redis_push_offsets_key(a, group);
+    redis_args_push2(a, STAGING_KEY_PREFIX, strlen(STAGING_KEY_PREFIX), batch_id, strlen(batch_id));
+    redis_args_push2(a, TOP_KEY_PREFIX, strlen(TOP_KEY_PREFIX), rs->prefix, rs->prefix_len);
+    redis_args_push2(a, TOP_META_KEY_PREFIX, strlen(TOP_META_KEY_PREFIX), rs->prefix,
+                     rs->prefix_len);
+}
+
 hc_err_t redis_read_offsets(hc_store_t *st, const char *group, const char *topic,
                             const int32_t *partitions, size_t count, int64_t *offsets_out,
                             char *errstr, size_t errstr_size)
@@ -279,21 +289,179 @@ hc_err_t redis_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, char *e
     return scan_counts(redis_store(st), fn, opaque, errstr, errstr_size);
 }
 
+/* The top from the index (commit.lua's "top" mode: one script call, so one moment): the
+ * members scored at least as high as the n-th, with their counts, ranked here exactly (scores
+ * are doubles; the counts are not). *answered is false when the index cannot prove the answer
+ * (not built yet, n past what it keeps, or the n-th score not above its floor). */
+static hc_err_t top_from_index(redis_store_t *rs, hc_store_top_t *heap, size_t n, bool *answered,
+                               char *errstr, size_t errstr_size)
+{
+    redisReply *reply;
+    hc_err_t err;
+
+    *answered = false;
+    redis_args_reset(&rs->args);
+    redis_args_push_str(&rs->args, "EVALSHA");
+    redis_args_push_str(&rs->args, rs->sha);
+    redis_push_script_keys(rs, &rs->args, "", "");
+    redis_args_push_str(&rs->args, "top");
+    redis_args_pushf(&rs->args, "%zu", n);
+    err = redis_run_script(rs, &rs->args, &reply, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER || reply->elements % 2 != 1) {
+        return redis_unexpected_reply("top", errstr, errstr_size);
+    }
+    if (reply->element[0]->integer != 1) {
+        return HC_OK;
+    }
+    for (size_t i = 1; i < reply->elements; i += 2) {
+        const redisReply *key = reply->element[i];
+        int64_t likes;
+        bool present;
+
+        if (key->type != REDIS_REPLY_STRING || key->len <= rs->prefix_len ||
+            key->len - rs->prefix_len > HC_POST_ID_MAX ||
+            memcmp(key->str, rs->prefix, rs->prefix_len) != 0) {
+            return redis_unexpected_reply("top (a member of the index is not a count key)", errstr,
+                                          errstr_size);
+        }
+        err = count_value(reply->element[i + 1], key->str, key->len, &likes, &present, errstr,
+                          errstr_size);
+        if (err != HC_OK) {
+            return err;
+        }
+        if (present) { /* a member whose key is gone (deleted by hand) is no post */
+            hc_store_top_offer(key->str + rs->prefix_len, key->len - rs->prefix_len, likes, heap);
+        }
+    }
+    *answered = true;
+    return HC_OK;
+}
+
 hc_err_t redis_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t *count_out,
                    char *errstr, size_t errstr_size)
 {
+    redis_store_t *rs = redis_store(st);
     hc_store_top_t heap;
-    hc_err_t err;
+    bool answered = false;
+    hc_err_t err = HC_OK;
 
-    /* Redis keeps no order by value: every count is read once (O(keys)), and only n rows are
-     * ever held. */
     hc_store_top_init(&heap, rows_out, n);
-    err = scan_counts(redis_store(st), hc_store_top_offer, &heap, errstr, errstr_size);
+    if (n > 0) {
+        err = top_from_index(rs, &heap, n, &answered, errstr, errstr_size);
+    }
+    if (err == HC_OK && n > 0 && !answered) {
+        /* The index cannot say: every count is read once (O(keys)), and only n rows are
+         * ever held. */
+        hc_store_top_init(&heap, rows_out, n);
+        err = scan_counts(rs, hc_store_top_offer, &heap, errstr, errstr_size);
+    }
     if (err != HC_OK) {
         return err;
     }
     *count_out = hc_store_top_finish(&heap);
     return HC_OK;
+}
+
+/* One page of keys to commit.lua's "absorb" mode; last: the SCAN is over. */
+static hc_err_t absorb_page(redis_store_t *rs, const redisReply *keys, bool last, char *errstr,
+                            size_t errstr_size)
+{
+    redisReply *reply;
+    hc_err_t err;
+
+    redis_args_reset(&rs->args);
+    redis_args_push_str(&rs->args, "EVALSHA");
+    redis_args_push_str(&rs->args, rs->sha);
+    redis_push_script_keys(rs, &rs->args, "", "");
+    redis_args_push_str(&rs->args, "absorb");
+    redis_args_pushf(&rs->args, "%" PRId64, rs->top_keep);
+    redis_args_push_str(&rs->args, last ? "1" : "0");
+    for (size_t i = 0; keys != NULL && i < keys->elements; i++) {
+        if (keys->element[i]->type != REDIS_REPLY_STRING) {
+            return redis_unexpected_reply("SCAN", errstr, errstr_size);
+        }
+        redis_args_push(&rs->args, keys->element[i]->str, keys->element[i]->len);
+    }
+    err = redis_run_script(rs, &rs->args, &reply, errstr, errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+        reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[0]->integer == -3) {
+        hc_errstr_set(errstr, errstr_size,
+                      "redis store: the top index (" TOP_KEY_PREFIX "<prefix>, "
+                      "" TOP_META_KEY_PREFIX "<prefix>) is of another type or its floor is not a "
+                      "number: delete both and run `hotcount init` again");
+        return HC_ERR_FATAL;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER || reply->element[0]->integer != 1) {
+        return redis_unexpected_reply("building the top index", errstr, errstr_size);
+    }
+    return HC_OK;
+}
+
+/* Builds the top index of a store whose counts predate it, once: a SCAN of the keys under the
+ * prefix, each page of at most REDIS_PAGE_KEYS keys absorbed by one script call (so the server
+ * is never held longer than a page), the index marked built after the last. Commits running
+ * meanwhile keep it as they always do; a page absorbed is covered from then on. */
+hc_err_t redis_build_top_index(redis_store_t *rs, char *errstr, size_t errstr_size)
+{
+    char cursor[24] = "0";
+    redisReply *reply;
+    char *pattern;
+    hc_err_t err;
+
+    redis_args_reset(&rs->args);
+    redis_args_push_str(&rs->args, "HGET");
+    redis_args_push2(&rs->args, TOP_META_KEY_PREFIX, strlen(TOP_META_KEY_PREFIX), rs->prefix,
+                     rs->prefix_len);
+    redis_args_push_str(&rs->args, "built");
+    err = redis_command(rs, &rs->args, "reading the top index's state", &reply, NULL, errstr,
+                        errstr_size);
+    if (err != HC_OK) {
+        return err;
+    }
+    if (reply->type == REDIS_REPLY_STRING && reply->len == 1 && reply->str[0] == '1') {
+        return HC_OK;
+    }
+    pattern = scan_pattern(rs);
+    if (pattern == NULL) {
+        hc_errstr_set(errstr, errstr_size, "redis store: out of memory");
+        return HC_ERR_FATAL;
+    }
+    do {
+        redis_args_reset(&rs->args);
+        redis_args_push_str(&rs->args, "SCAN");
+        redis_args_push_str(&rs->args, cursor);
+        redis_args_push_str(&rs->args, "MATCH");
+        redis_args_push_str(&rs->args, pattern);
+        redis_args_push_str(&rs->args, "COUNT");
+        redis_args_pushf(&rs->args, "%d", REDIS_PAGE_KEYS);
+        err = redis_command(rs, &rs->args, "scanning counts", &reply, NULL, errstr, errstr_size);
+        if (err != HC_OK) {
+            break;
+        }
+        if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+            reply->element[0]->type != REDIS_REPLY_STRING || reply->element[0]->len >= 24 ||
+            reply->element[1]->type != REDIS_REPLY_ARRAY) {
+            err = redis_unexpected_reply("SCAN", errstr, errstr_size);
+            break;
+        }
+        memcpy(cursor, reply->element[0]->str, reply->element[0]->len);
+        cursor[reply->element[0]->len] = '\0';
+        bool last = strcmp(cursor, "0") == 0;
+        /* The SCAN reply lives until the next command, after its keys are copied into it. */
+        if (reply->element[1]->elements > 0 || last) {
+            err = absorb_page(rs, reply->element[1], last, errstr, errstr_size);
+        }
+    } while (err == HC_OK && strcmp(cursor, "0") != 0);
+    free(pattern);
+    return err;
 }
 
 /* The server's run_id, from INFO server: a random id each start, so a restart that lost the
