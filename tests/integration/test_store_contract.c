@@ -604,6 +604,166 @@ static void top_orders_by_likes_then_post_id(void **state)
     assert_int_equal(likes_n(fx->st, long_id, HC_POST_ID_MAX), 0);
 }
 
+/* ---- top is read from an index (issue 25, item 5), per backend ---- */
+
+static redisContext *redis_connect_uri(const char *uri);
+
+/* Redis: "cmdstat_scan:calls=N" of INFO commandstats (0 when the server never ran a SCAN). */
+static long long redis_scan_calls(redisContext *c)
+{
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    long long calls = 0;
+
+    assert_non_null(r);
+    assert_int_equal(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_VERB, 1);
+    const char *p = strstr(r->str, "cmdstat_scan:calls=");
+    if (p != NULL) {
+        calls = atoll(p + strlen("cmdstat_scan:calls="));
+    }
+    freeReplyObject(r);
+    return calls;
+}
+
+/* Redis: the score of post_id in this run's top index, or -1 when it is no member. */
+static double redis_index_score(redisContext *c, const char *post_id)
+{
+    redisReply *r =
+        redisCommand(c, "ZSCORE hotcount:top:%s %s%s", redis_prefix, redis_prefix, post_id);
+    double score = -1;
+
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_STRING) {
+        score = strtod(r->str, NULL);
+    } else {
+        assert_int_equal(r->type, REDIS_REPLY_NIL);
+    }
+    freeReplyObject(r);
+    return score;
+}
+
+/* PostgreSQL: idx_scan of hotcount_counts_likes in the store's schema, as the statistics
+ * show it now (-1: no such index). */
+static long long pg_top_index_scans(PGconn *conn)
+{
+    PGresult *res = PQexec(conn, "SELECT pg_stat_clear_snapshot()");
+    long long n = -1;
+
+    PQclear(res);
+    res = PQexec(conn, "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = "
+                       "'hotcount_counts_likes' AND schemaname = current_schema()");
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    if (PQntuples(res) == 1) {
+        n = atoll(PQgetvalue(res, 0, 0));
+    }
+    PQclear(res);
+    return n;
+}
+
+/* Posts ranked by a batch, a replay of it and a zombie's batch (both refused): top answers the
+ * batch's posts, and comes from the backend's index, never from a walk of every count:
+ *  - Redis: no SCAN reaches the server during top (INFO commandstats), and the index's members
+ *    are scored with their counts while the refused batches' post is in it nowhere (mutants:
+ *    redis_top scanning; the script writing the index before its offset check);
+ *  - PostgreSQL: the statistics count a scan of hotcount_counts_likes for top (mutant: no such
+ *    index, or top's ORDER BY not matching it);
+ *  - SQLite: the plan of top's statement (sqlite.c's STMT_COUNT_TOP, copied here) walks
+ *    hotcount_counts_likes (mutant: no such index);
+ *  - DynamoDB keeps no index: its Scan is bounded instead (store_dynamodb,
+ *    top_scan_is_bounded). */
+static void top_is_read_from_an_index(void **state)
+{
+    fixture_t *fx = *state;
+    const char *a = post(fx, "a");
+    const char *b = post(fx, "b");
+    const char *c = post(fx, "c");
+    const char *z = post(fx, "zombie");
+    hc_store_offset_t off = {.partition = 0, .expected = HC_OFFSET_NONE, .next = 10};
+    hc_store_delta_t d[] = {delta(a, TOP_BASE + 300), delta(b, TOP_BASE + 200),
+                            delta(c, TOP_BASE + 100)};
+    hc_store_delta_t dz[] = {delta(z, TOP_BASE + 900), delta(c, TOP_BASE + 900)};
+    hc_store_t *zombie = open_store(fx);
+    hc_store_batch_t bt = batch_of(fx, &off, 1, d, 3);
+    hc_store_row_t rows[3];
+    size_t count = 0;
+    size_t i;
+
+    apply_ok(fx, fx->st, &bt);
+    apply_conflicts(fx, fx->st, &bt); /* a replay */
+    bt = batch_of(fx, &off, 1, dz, 2);
+    apply_conflicts(fx, zombie, &bt); /* a zombie, from the offset before */
+    hc_store_close(zombie);
+
+    bool redis = strncmp(store_uri, "redis://", 8) == 0;
+    bool pg = strncmp(store_uri, "postgres", 8) == 0;
+    redisContext *rc = redis ? redis_connect_uri(store_uri) : NULL;
+    PGconn *pc = pg ? PQconnectdb(store_uri) : NULL;
+    long long before = 0;
+    if (redis) {
+        assert_non_null(rc);
+        before = redis_scan_calls(rc);
+    } else if (pg) {
+        assert_int_equal(PQstatus(pc), CONNECTION_OK);
+        before = pg_top_index_scans(pc);
+        assert_true(before >= 0);
+    }
+
+    assert_int_equal(hc_store_top(fx->st, 3, rows, &count, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    assert_int_equal(count, 3);
+    for (i = 0; i < 3; i++) {
+        assert_string_equal(rows[i].post_id, fx->ids[fx->nids - 4 + (int)i]);
+        assert_int_equal(rows[i].likes, TOP_BASE + 300 - 100 * (int64_t)i);
+    }
+
+    if (redis) {
+        assert_int_equal(redis_scan_calls(rc), before);
+        assert_true(redis_index_score(rc, a) == (double)(TOP_BASE + 300));
+        assert_true(redis_index_score(rc, c) == (double)(TOP_BASE + 100));
+        assert_true(redis_index_score(rc, z) == -1);
+        redisFree(rc);
+    } else if (pg) {
+        /* A backend's statistics reach the shared view when it goes idle (within about 10 s
+         * in PostgreSQL 15): wait for that, with a deadline. */
+        long long after = before;
+        for (int tries = 0; tries < 300 && after <= before; tries++) {
+            struct timespec ts = {0, 100 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            after = pg_top_index_scans(pc);
+        }
+        assert_true(after > before);
+        PQfinish(pc);
+    } else if (strncmp(store_uri, "sqlite:", 7) == 0) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *stmt = NULL;
+        bool walks = false;
+
+        assert_int_equal(sqlite3_open_v2(store_uri + 7, &db, SQLITE_OPEN_READONLY, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "EXPLAIN QUERY PLAN SELECT post_id, likes FROM "
+                                            "hotcount_counts ORDER BY likes DESC, post_id ASC "
+                                            "LIMIT 3",
+                                            -1, &stmt, NULL),
+                         SQLITE_OK);
+        while (sqlite3_step(stmt) == SQLITE_ROW) {
+            const char *detail = (const char *)sqlite3_column_text(stmt, 3);
+            walks = walks || (detail != NULL && strstr(detail, "hotcount_counts_likes") != NULL &&
+                              strstr(detail, "TEMP B-TREE") == NULL);
+        }
+        sqlite3_finalize(stmt);
+        sqlite3_close(db);
+        assert_true(walks);
+    }
+
+    /* Back to 0, so that these rows do not crowd the top of later tests and runs. */
+    for (i = 0; i < 3; i++) {
+        d[i].delta = -d[i].delta;
+    }
+    off.expected = 10;
+    off.next = 11;
+    bt = batch_of(fx, &off, 1, d, 3);
+    apply_ok(fx, fx->st, &bt);
+}
+
 static void foreach_visits_each_row_once(void **state)
 {
     fixture_t *fx = *state;
@@ -1113,6 +1273,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(racing_handles_count_each_commit_once, setup, teardown),
         cmocka_unit_test_setup_teardown(get_of_unknown_post_is_zero, setup, teardown),
         cmocka_unit_test_setup_teardown(top_orders_by_likes_then_post_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(top_is_read_from_an_index, setup, teardown),
         cmocka_unit_test_setup_teardown(foreach_visits_each_row_once, setup, teardown),
         cmocka_unit_test_setup_teardown(offsets_only_batch_moves_offsets, setup, teardown),
         cmocka_unit_test_setup_teardown(large_batch_applies_atomically, setup, teardown),

@@ -951,7 +951,7 @@ static void glob_characters_in_prefix_are_literal(void **state)
 }
 
 /* Keys under the prefix that hotcount did not write: another type is not a count (skipped);
- * a string that is not an integer is corruption (reported). */
+ * a string that is not an integer is corruption (reported by a scan). */
 static void scans_skip_other_types_and_report_bad_counts(void **state)
 {
     fixture_t *fx = *state;
@@ -978,9 +978,15 @@ static void scans_skip_other_types_and_report_bad_counts(void **state)
     }
 
     raw_ok(fx->raw, "SET %s%sbad x", prefix, fx->ns);
-    assert_int_equal(hc_store_top(fx->st, 5, rows, &count, fx->errstr, sizeof(fx->errstr)),
+    long n = 0;
+    assert_int_equal(hc_store_foreach(fx->st, count_row, &n, fx->errstr, sizeof(fx->errstr)),
                      HC_ERR_FATAL);
     assert_non_null(strstr(fx->errstr, "bad"));
+    /* top reads the index, which only the commit fills: a key hotcount never wrote is in no
+     * top (it used to be reported here when top scanned). */
+    assert_int_equal(hc_store_top(fx->st, 5, rows, &count, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    assert_int_equal(count, 5);
+    assert_int_equal(rows[0].likes, 3000);
     len = (size_t)snprintf(bad_id, sizeof(bad_id), "%sbad", fx->ns);
     assert_int_equal(hc_store_get(fx->st, &id, &len, 1, &likes, fx->errstr, sizeof(fx->errstr)),
                      HC_ERR_FATAL);
