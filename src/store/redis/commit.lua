@@ -71,8 +71,23 @@ local function ix_load(k)
   return nil
 end
 
+local CHUNK = 1000 -- unpack() is bounded by Lua's C stack (LUAI_MAXCSTACK 8000)
+
+-- ZADDs wait in zp (score, member, ...) and go CHUNK at a time: a redis.call costs more than the
+-- command it runs (arguments and reply converted, a fake client), and hot posts, which are the
+-- members, are written in every batch. Flushed before anything that reads or removes members
+-- (members of zp are members already as far as the rules go).
+local zp, nzp = {}, 0
+local function ix_flush()
+  if nzp > 0 then
+    size = size + call('ZADD', ZKEY, unpack(zp, 1, nzp))
+    nzp = 0
+  end
+end
+
 -- Trims the index back to K members; the largest score trimmed raises F (I2 for them).
 local function ix_trim()
+  ix_flush()
   if size > TOPK then
     local popped = call('ZPOPMIN', ZKEY, size - TOPK)
     local top = tonumber(popped[#popped])
@@ -82,26 +97,35 @@ local function ix_trim()
   end
 end
 
--- A post that is new or grew to t. If it is a member, its old score was >= low, so t > low:
--- it is updated below. Otherwise it enters when it beats the lowest member (or the index is
--- not full), and when it does not, F rises to t: as if it entered and was trimmed at once
--- (t <= low <= every member, so I1 holds).
+-- A post that is new or grew to t, t > F (the caller's test: most posts stop there, without a
+-- call). If it is a member, its old score was >= low, so t > low: it is updated here. Otherwise
+-- it enters when it beats the lowest member or the index may not be full (size counts only the
+-- members ZADD reported, so it is never above the truth), and when it does not, F rises to t:
+-- as if it entered and was trimmed at once (t <= low <= every member, so I1 holds).
 local function ix_offer(key, t)
-  if t <= floor then return end
+  if size < TOPK and size + nzp / 2 >= TOPK then
+    ix_flush() -- may fill it: know that before admitting more (a fresh store's first batch)
+  end
   if size < TOPK or t > low then
-    size = size + call('ZADD', ZKEY, t, key)
+    zp[nzp + 1] = t
+    zp[nzp + 2] = key
+    nzp = nzp + 2
     if t < low then low = t end
-    if size >= 2 * TOPK then ix_trim() end -- bounded within a batch too
+    if nzp == 2 * CHUNK then
+      ix_flush()
+      if size >= 2 * TOPK then ix_trim() end -- bounded within a batch too
+    end
   else
     floor = t
   end
 end
 
--- A post that fell from old to t. Below F before, it is no member (I1); else it leaves the
--- index when it falls below F, or a member's score follows it (ZADD XX: a non-member is left
--- out, which only a post not yet absorbed can be).
-local function ix_fall(key, old, t)
-  if old < floor then return end
+-- A post that fell from old to t, old >= F and old >= low (the caller's test: below either it
+-- is no member: I1, and low is at most every member's score).
+-- It leaves the index when it falls below F, else a member's score follows it (ZADD XX: a
+-- non-member is left out, which only a post not yet absorbed can be).
+local function ix_fall(key, t)
+  ix_flush()
   if t < floor then
     size = size - call('ZREM', ZKEY, key)
   else
@@ -112,6 +136,7 @@ end
 
 -- Any change, membership looked up (the INCRBY path, rare: exactness over speed).
 local function ix_any(key, t)
+  ix_flush()
   if call('ZSCORE', ZKEY, key) then
     if t < floor then
       size = size - call('ZREM', ZKEY, key)
@@ -119,7 +144,7 @@ local function ix_any(key, t)
       call('ZADD', ZKEY, t, key)
       if t < low then low = t end
     end
-  else
+  elseif t > floor then
     ix_offer(key, t)
   end
 end
@@ -129,7 +154,6 @@ local function ix_save()
   if floor ~= floor_was then call('HSET', MKEY, 'floor', string.format('%.17g', floor)) end
 end
 
-local CHUNK = 1000 -- unpack() is bounded by Lua's C stack (LUAI_MAXCSTACK 8000)
 local INT = '^%-?[1-9]%d*$'
 
 if ARGV[1] == 'top' then
@@ -172,8 +196,9 @@ if ARGV[1] == 'absorb' then
     local vals = call('MGET', unpack(ARGV, c, last))
     for j = c, last do
       local v = vals[j - c + 1]
-      if v and (v == '0' or string.find(v, INT)) and not call('ZSCORE', ZKEY, ARGV[j]) then
-        ix_offer(ARGV[j], tonumber(v))
+      if v and (v == '0' or string.find(v, INT)) and tonumber(v) > floor then
+        ix_flush()
+        if not call('ZSCORE', ZKEY, ARGV[j]) then ix_offer(ARGV[j], tonumber(v)) end
       end
     end
   end
@@ -207,7 +232,7 @@ end
 -- arguments per MSET. Lengths are counted, never taken with # (a binary search each time).
 local LIMIT = 9e18 -- far enough below 2^63 that rounding cannot hide an overflow
 local EXACT = 9007199254740992 -- 2^53: below it a double holds every integer
-local find, unpack = string.find, unpack
+local find, format, unpack = string.find, string.format, unpack
 -- "1": a post listed twice (store.h forbids it, but no count may be lost if it happens) or a
 -- delta of 2^53 or more: every post takes INCRBY. Else every delta is packed as an integer.
 local incr_only = ARGV[6 + 3 * m] == '1'
@@ -226,9 +251,9 @@ local kept = {}
 local ks, absent = {}, {}
 
 -- Checks one part (its deltas start at batch index base): every count absent or an integer,
--- every new total within 9e18. Fills news (the total, or false: INCRBY it) and fresh (true: no
--- count yet). Returns a refusal or nil.
-local function check(kv, n, base, news, fresh)
+-- every new total within 9e18. Fills news (the total, or false: INCRBY it). Returns a refusal
+-- or nil.
+local function check(kv, n, base, news)
   for c = 1, n, CHUNK do
     local last = c + CHUNK - 1
     if last > n then last = n end
@@ -252,7 +277,6 @@ local function check(kv, n, base, news, fresh)
       else
         na = na + 1 -- absent, or another type: MGET answers nil to both
         absent[na] = ks[i - c + 1]
-        fresh[i] = true
       end
       local s = old + kv[2 * i] -- a delta packed as a string is converted (incr_only)
       if s > LIMIT or s < -LIMIT then
@@ -284,14 +308,14 @@ local base = 0
 for p = 0, staged do
   local kv = part(p)
   local n = #kv / 2
-  local news, fresh = {}, {}
-  local refused = check(kv, n, base, news, fresh)
+  local news = {}
+  local refused = check(kv, n, base, news)
   if refused then
     call('DEL', KEYS[2])
     return refused
   end
   if p < KEEP or p == staged then
-    kept[p] = {kv, news, fresh}
+    kept[p] = {kv, news}
   end
   base = base + n
 end
@@ -309,13 +333,13 @@ local nt = 1
 local keep = ARGV[1] == 'commit'
 local args = ks
 for p = 0, staged do
-  local kv, news, fresh
+  local kv, news
   if kept[p] then
-    kv, news, fresh = kept[p][1], kept[p][2], kept[p][3]
+    kv, news = kept[p][1], kept[p][2]
     kept[p] = nil
   else
-    kv, news, fresh = part(p), {}, {}
-    check(kv, #kv / 2, 0, news, fresh) -- passed once already; nothing has changed its counts
+    kv, news = part(p), {}
+    check(kv, #kv / 2, 0, news) -- passed once already; nothing has changed its counts since
   end
   local na = 0
   for i = 1, #kv / 2 do
@@ -323,16 +347,21 @@ for p = 0, staged do
     local key, d = kv[2 * i - 1], kv[2 * i]
     if s and not incr_only then
       args[na + 1] = key
-      args[na + 2] = s
+      args[na + 2] = format('%d', s) -- below 2^53: exact (see "Where the server's time goes")
       na = na + 2
       if na == 2 * CHUNK then
         call('MSET', unpack(args, 1, na))
         na = 0
       end
-      if d > 0 or fresh[i] then
-        ix_offer(key, s)
-      elseif d < 0 then
-        ix_fall(key, s - d, s)
+      -- The index (above): a post that grew is offered; one that fell or stayed and is above
+      -- F is a member or new (I2), which a lookup tells; one that fell from at least F and low
+      -- may be a member. Most posts stop at the first comparison.
+      if d > 0 then
+        if s > floor then ix_offer(key, s) end
+      elseif s > floor then
+        ix_any(key, s)
+      elseif d < 0 and s - d >= floor and s - d >= low then
+        ix_fall(key, s)
       end
     else
       s = call('INCRBY', key, d)
