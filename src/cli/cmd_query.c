@@ -262,6 +262,16 @@ int hc_cmd_top(int argc, char **argv)
         hc_cli_fini(&cli);
         return HC_EXIT_USAGE;
     }
+    /* The store's top stops where serve's does (issue 25): the Redis index keeps a multiple of
+     * serve.top.max posts, and no path asks a store for more. */
+    if (!hc_cli_has(&cli, "from") && (int64_t)n > cli.cfg.serve_top_max) {
+        fprintf(stderr,
+                "hotcount top: -n %" PRIu64 " is past serve.top.max (%" PRId64 "); raise it with "
+                "-X serve.top.max=N (at most %d)\n",
+                n, cli.cfg.serve_top_max, HC_STORE_TOP_MAX);
+        hc_cli_fini(&cli);
+        return HC_EXIT_USAGE;
+    }
     if (hc_cli_has(&cli, "from")) {
         status = hc_cli_has(&cli, "live")
                      ? hot_keys_live(hc_cli_str(&cli, "from", ""), n, interval, iterations)

@@ -292,6 +292,11 @@ hc_err_t hc_store_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t
     if (n == 0) {
         return HC_OK;
     }
+    if (n > HC_STORE_TOP_MAX) {
+        hc_errstr_set(errstr, errstr_size, "store: top of %zu rows; at most %d", n,
+                      HC_STORE_TOP_MAX);
+        return HC_ERR_INVALID;
+    }
     return st->ops->top(st, n, rows_out, count_out, errstr, errstr_size);
 }
 

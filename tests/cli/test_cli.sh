@@ -137,6 +137,10 @@ sqlite3 "$tmp/c.db" "INSERT INTO hotcount_counts VALUES ('p7', 42, 0), ('p8', 5,
 check top_orders_by_count 0 $'^p7\t42$' -- "$hc" top -n 1 -X store=sqlite:"$tmp/c.db"
 check top_live_refreshes_with_rates 0 'p7 +42 +0$' -- "$hc" top --live --iterations 2 --interval 0.1 -X store=sqlite:"$tmp/c.db"
 check top_rejects_bad_interval 2 'interval' -- "$hc" top --live --interval 0 -X store=sqlite:"$tmp/c.db"
+# n stops at serve.top.max, as /v1/top's does (issue 25: no path asks a store for more than
+# its index holds); mutant: the CLI's check gone (exit 0).
+check top_n_stops_at_serve_top_max 2 'serve.top.max \(100\)' -- "$hc" top -n 101 -X store=sqlite:"$tmp/c.db"
+check top_n_follows_serve_top_max 0 $'^p7\t42$' -- "$hc" top -n 101 -X serve.top.max=101 -X store=sqlite:"$tmp/c.db"
 check options_after_posts_apply 2 'X store: "mysql' -- "$hc" get p2 -X store=mysql://x
 check get_all_of_empty_store 0 '' -- "$hc" get --all -X store=sqlite:"$tmp/c.db"
 

@@ -136,7 +136,12 @@ hc_err_t hc_store_apply(hc_store_t *st, const hc_store_batch_t *batch, char *err
 hc_err_t hc_store_get(hc_store_t *st, const char *const *post_ids, const size_t *post_id_lens,
                       size_t count, int64_t *likes_out, char *errstr, size_t errstr_size);
 
-/* The n largest counts, largest first (ties by post_id ascending); *rows_out has room for n. */
+/* The most rows one top returns: serve.top.max's own bound (a top reads an index of about that
+ * many entries, issue 25; `hotcount top -n` and /v1/top stop at serve.top.max). */
+#define HC_STORE_TOP_MAX 10000
+
+/* The n largest counts, largest first (ties by post_id ascending); *rows_out has room for n.
+ * HC_ERR_INVALID for n past HC_STORE_TOP_MAX. */
 hc_err_t hc_store_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t *count_out,
                       char *errstr, size_t errstr_size);
 

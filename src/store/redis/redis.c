@@ -404,8 +404,10 @@ static hc_err_t redis_open(const hc_config_t *cfg, hc_store_t **stp, char *errst
         goto fail_close;
     }
     rs->prefix_len = strlen(prefix);
-    /* serve's top never asks for more than serve.top.max rows: the index keeps at least those */
-    rs->top_keep = cfg->serve_top_max > REDIS_TOP_KEEP ? cfg->serve_top_max : REDIS_TOP_KEEP;
+    /* No top asks for more than serve.top.max rows (hc_store_top, the CLI, serve): the index
+     * keeps twice that, so that ties and falls at its end rarely leave the n-th row unproven. */
+    rs->top_keep =
+        2 * cfg->serve_top_max > REDIS_TOP_KEEP ? 2 * cfg->serve_top_max : REDIS_TOP_KEEP;
     client_name(rs->name, sizeof(rs->name), cfg->instance_id);
 
     /* Connect now, so that a wrong address or password shows at open rather than at the first

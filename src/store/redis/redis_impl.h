@@ -46,8 +46,7 @@ extern const size_t hc_store_redis_commit_lua_len;
  * other prefixes keep apart. */
 #define TOP_KEY_PREFIX "hotcount:top:"
 #define TOP_META_KEY_PREFIX "hotcount:top-meta:"
-/* The most posts the index keeps unless serve.top.max asks for more: top n for n up to it is
- * read from the index; a larger n (the CLI's) is answered by a SCAN. */
+/* The most posts the index keeps unless 2 x serve.top.max is more (redis.c's open). */
 #define REDIS_TOP_KEEP 1000
 
 /* Connecting and every command are bounded by cfg->timeouts (store_connect_ms,
