@@ -33,8 +33,10 @@
 -- instead of a GET call and an INCRBY call each, and an EXISTS element for a post that has no
 -- count yet (MGET answers nil for a key of another type too). MSET writes totals the script
 -- computed: Lua numbers are doubles, so only a total whose terms and sum stay below 2^53 is
--- written that way (Redis formats it as a plain integer); any other post takes INCRBY, which is
--- exact, after every check has passed. Every check comes before the first write.
+-- written that way, formatted here with %d (exact below 2^53; Redis 7.0 formats a Lua number
+-- argument with %.17g, which cost more than the whole top index: callgrind, bench/RESULTS.md);
+-- any other post takes INCRBY, which is exact, after every check has passed. Every check comes
+-- before the first write.
 
 -- The top index (redis.c's file comment says why and how init builds it). KEYS[3] holds at
 -- most K posts (members: the count keys), each scored with its count; KEYS[4]'s "floor" F

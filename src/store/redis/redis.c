@@ -21,6 +21,9 @@
  *   hotcount:offsets:<group>     hash: field "<topic>/<partition>", value the next offset to read
  *   hotcount:staging:<batch id>  list: the staged parts of a split batch (one packed element
  *                                each), gone after its commit
+ *   hotcount:top:<prefix>        sorted set: the top index, at most K count keys scored with their
+ *                                counts (K = rs->top_keep)
+ *   hotcount:top-meta:<prefix>   hash: the index's floor F and "built"
  *
  * There is no updated_at: the contract's Redis layout has none, and keeping one would mean a
  * second key per post (twice the writes) or a hash instead of a plain string (no plain GET).
@@ -64,9 +67,19 @@
  * 0.15-0.27 s end to end, of which the commit script is 0.11-0.22 s and each staged part of
  * 10 000 deltas 3-7 ms (under heavy load on the box, up to ~0.45 s for the commit).
  *
- * Reads. read_offsets is one HMGET, get is MGET in chunks. top and foreach SCAN the keys under
- * the prefix (MATCH, the prefix glob-escaped) and MGET each page: O(keys in the database) on the
- * server, a bounded min-heap of n rows for top. Redis has no snapshot reads: each page shows the
+ * The top index (issue 25: top was a SCAN of every key, which a public /v1/top turned into a
+ * weapon). The commit keeps a sorted set of at most K posts and a floor F above which no post
+ * outside it has a count, in the same script as the counts and offsets (commit.lua, "The top
+ * index": the invariants and the rules; a refused batch touches none of it). top n asks the
+ * script for the members scored at least as high as the n-th and their counts, one call, and
+ * ranks them exactly here (scores are doubles); when the n-th is not above F, or the index is not
+ * built, it SCANs as below. init builds the index of counts written before it (a SCAN, one
+ * "absorb" script call per page; commits running meanwhile keep what is covered) and marks it
+ * built. Its cost on the commit: bench/RESULTS.md, issue 27's section.
+ *
+ * Reads. read_offsets is one HMGET, get is MGET in chunks. foreach (and a top the index cannot
+ * answer) SCAN the keys under the prefix (MATCH, the prefix glob-escaped) and MGET each page:
+ * O(keys in the database) on the server, a bounded min-heap of n rows for top. Redis has no snapshot reads: each page shows the
  * counts of the moment it is read, so foreach is consistent only while nothing writes (verify
  * runs once stage 2 has caught up). SCAN may return a key twice when the keyspace is resized
  * during the scan; a set of the ids seen (on the client, about 100 bytes per post) makes foreach
