@@ -955,6 +955,53 @@ static void unbegun_batch_resumes_where_it_stopped(void **state)
     free(ids);
 }
 
+/* top Scans, at most top_pages pages (DYNAMODB.md, "top"): exact while the table fits them, and
+ * a table that needs more is refused, never ranked from a part. Tables of its own (the run's
+ * prefix + "top_", dropped with the run's), 3 items a Scan page (the seam's Limit) and
+ * top_pages=2: 5 posts fit, 7 do not (DynamoDB may say more follows after a full last page, which
+ * would refuse 6; the emulator does not). Mutant: no page bound (7 posts answer HC_OK). */
+static void top_scan_is_bounded(void **state)
+{
+    fixture_t *fx = *state;
+    const char *q = strchr(store_uri, '?');
+    char uri[1024];
+    char errstr[256];
+    hc_config_t cfg;
+    hc_store_t *st = NULL;
+    hc_ddb_test_hooks_t hooks = {.scan_page_items = 3};
+    hc_store_row_t rows[3];
+    size_t count = 0;
+    int i;
+
+    assert_non_null(q);
+    snprintf(uri, sizeof(uri), "%.*stop_%s&top_pages=2", (int)(q - store_uri), store_uri, q);
+    assert_int_equal(hc_config_init(&cfg, hc_store_facts()), HC_OK);
+    assert_int_equal(hc_config_set(&cfg, "store", uri, errstr, sizeof(errstr)), HC_OK);
+    assert_int_equal(hc_store_open(&cfg, &st, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    assert_int_equal(hc_store_init_schema(st, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    hc_store_dynamodb_set_test_hooks(st, &hooks);
+    fx->b.delta_count = 5;
+    fx->b.offset_count = 0;
+    assert_int_equal(hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    assert_int_equal(hc_store_top(st, 3, rows, &count, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    assert_int_equal(count, 3);
+    for (i = 0; i < 3; i++) {
+        assert_string_equal(rows[i].post_id, fx->ids[4 - i]);
+        assert_int_equal(rows[i].likes, 5 - i);
+    }
+
+    fx->b.deltas = &fx->d[5];
+    fx->b.delta_count = 2;
+    assert_int_equal(hc_store_apply(st, &fx->b, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    assert_int_equal(hc_store_top(st, 3, rows, &count, fx->errstr, sizeof(fx->errstr)),
+                     HC_ERR_FATAL);
+    assert_non_null(strstr(fx->errstr, "top_pages"));
+
+    hc_store_dynamodb_set_test_hooks(st, NULL);
+    hc_store_close(st);
+    hc_config_fini(&cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -972,6 +1019,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(slow_split_batch_keeps_to_store_batch_ms, setup, teardown),
         cmocka_unit_test_setup_teardown(unbegun_batch_resumes_where_it_stopped, setup, teardown),
+        cmocka_unit_test_setup_teardown(top_scan_is_bounded, setup, teardown),
     };
     struct timespec now;
 

@@ -49,6 +49,13 @@
  * 20 000 items), and verify must not give up on it. */
 #define DDB_SCAN_TIMEOUT_MS 60000
 #define DDB_CONNECT_TIMEOUT_MS 5000
+/* DynamoDB keeps no order by count, and a top item written in every transaction would put
+ * every stage-2 writer of the table on one item (docs/DYNAMODB.md, "top"): top Scans instead,
+ * at most this many pages (1 MB each: with post ids of ~20 bytes about 20 000 posts a page, 256
+ * read units strongly consistent), the URI's top_pages= otherwise, and refuses a table that
+ * needs more. */
+#define DDB_TOP_PAGES 16
+#define DDB_TOP_PAGES_MAX 100000
 /* Retries inside one call: 8 attempts, back-off 50 ms doubling to 2 s, full jitter: at most
  * ~6 s of sleeping before HC_ERR_TRANSIENT hands the decision to the caller; and no new attempt
  * once the call has taken 3 request timeouts (a hung server: 3 attempts, 30 s), so that stage 2
@@ -73,7 +80,8 @@ typedef struct ddb_store {
     char t_counts[256];
     char t_offsets[256];
     char t_staging[256];
-    char *resp; /* owned: the last reply's body */
+    long top_pages; /* the most Scan pages one top reads (DDB_TOP_PAGES, top_pages=) */
+    char *resp;     /* owned: the last reply's body */
     size_t resp_len;
     size_t resp_cap;
     const hc_ddb_test_hooks_t *hooks; /* borrowed, NULL in the product (ddb_seam.h) */

@@ -178,13 +178,22 @@ hc_err_t ddb_get(hc_store_t *st, const char *const *post_ids, const size_t *post
     return HC_OK;
 }
 
-static hc_err_t scan_counts(ddb_store_t *ds, scan_fn fn, void *opaque, char *errstr,
-                            size_t errstr_size)
+/* Scans the counts table, at most max_pages pages (0: all); *more (may be NULL when max_pages
+ * is 0) tells whether the table goes on past them. */
+static hc_err_t scan_counts(ddb_store_t *ds, scan_fn fn, void *opaque, long max_pages, bool *more,
+                            char *errstr, size_t errstr_size)
 {
     json_t *start = NULL;
+    long pages = 0;
 
+    if (more != NULL) {
+        *more = false;
+    }
     for (;;) {
         json_t *req = json_pack("{s:s, s:b}", "TableName", ds->t_counts, "ConsistentRead", 1);
+        if (ds->hooks != NULL && ds->hooks->scan_page_items > 0) {
+            json_object_set_new(req, "Limit", json_integer((json_int_t)ds->hooks->scan_page_items));
+        }
         ddb_reply_t rep;
         const json_t *items;
         const json_t *item;
@@ -221,6 +230,11 @@ static hc_err_t scan_counts(ddb_store_t *ds, scan_fn fn, void *opaque, char *err
             json_decref(rep.body);
             return HC_OK;
         }
+        if (max_pages > 0 && ++pages == max_pages) {
+            *more = true;
+            json_decref(rep.body);
+            return HC_OK;
+        }
         json_incref(start);
         json_decref(rep.body);
     }
@@ -229,13 +243,25 @@ static hc_err_t scan_counts(ddb_store_t *ds, scan_fn fn, void *opaque, char *err
 hc_err_t ddb_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t *count_out,
                  char *errstr, size_t errstr_size)
 {
+    ddb_store_t *ds = ddb_store(st);
     hc_store_top_t h;
+    bool more = false;
     hc_err_t err;
 
+    /* No order by count to read (DYNAMODB.md, "top"): the table's first top_pages pages,
+     * exact only when they are all of it; a bigger table is refused, never ranked from part. */
     hc_store_top_init(&h, rows_out, n);
-    err = scan_counts(ddb_store(st), hc_store_top_offer, &h, errstr, errstr_size);
+    err = scan_counts(ds, hc_store_top_offer, &h, ds->top_pages, &more, errstr, errstr_size);
     if (err != HC_OK) {
         return err;
+    }
+    if (more) {
+        hc_errstr_set(errstr, errstr_size,
+                      "dynamodb store: top: the counts table is larger than %ld Scan pages, the "
+                      "most one top reads (top_pages= in the store's URI); DynamoDB keeps no "
+                      "order by count, so a top of it would read it whole",
+                      ds->top_pages);
+        return HC_ERR_FATAL;
     }
     *count_out = hc_store_top_finish(&h);
     return HC_OK;
@@ -253,5 +279,5 @@ hc_err_t ddb_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, char *err
 {
     each_visit_t v = {fn, opaque};
 
-    return scan_counts(ddb_store(st), on_each_item, &v, errstr, errstr_size);
+    return scan_counts(ddb_store(st), on_each_item, &v, 0, NULL, errstr, errstr_size);
 }

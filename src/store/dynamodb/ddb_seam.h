@@ -25,6 +25,9 @@ typedef struct hc_ddb_test_hooks {
      * handle finish the batch first. */
     void (*before_part)(void *opaque, size_t part);
     void *opaque;
+    /* > 0: every Scan page holds at most this many items (Scan's Limit), so that a test reaches
+     * top's page bound with a few posts. */
+    size_t scan_page_items;
 } hc_ddb_test_hooks_t;
 
 /* An observer of every answered request (the cost meter of src/store/testing/): on_reply after

@@ -137,6 +137,7 @@ static hc_err_t parse_uri(ddb_store_t *ds, const char *uri, char **profile_out, 
     if (*p == '?') {
         p++;
     }
+    ds->top_pages = DDB_TOP_PAGES;
     while (*p != '\0') {
         size_t len = strcspn(p, "&");
         q = memchr(p, '=', len);
@@ -146,9 +147,24 @@ static hc_err_t parse_uri(ddb_store_t *ds, const char *uri, char **profile_out, 
         } else if (q != NULL && (size_t)(q - p) == 7 && strncmp(p, "profile", 7) == 0) {
             free(*profile_out);
             *profile_out = dup_n(q + 1, len - 8);
+        } else if (q != NULL && (size_t)(q - p) == 9 && strncmp(p, "top_pages", 9) == 0) {
+            long v = 0;
+            size_t i;
+            for (i = 10; i < len && p[i] >= '0' && p[i] <= '9' && v <= DDB_TOP_PAGES_MAX; i++) {
+                v = v * 10 + (p[i] - '0');
+            }
+            if (i != len || len == 10 || v < 1 || v > DDB_TOP_PAGES_MAX) {
+                hc_errstr_set(errstr, errstr_size,
+                              "dynamodb store: top_pages must be 1..%d (Scan pages one top "
+                              "reads)",
+                              DDB_TOP_PAGES_MAX);
+                return HC_ERR_INVALID;
+            }
+            ds->top_pages = v;
         } else {
             hc_errstr_set(errstr, errstr_size,
-                          "dynamodb store: unknown URI parameter \"%.*s\" (endpoint, profile)",
+                          "dynamodb store: unknown URI parameter \"%.*s\" (endpoint, profile, "
+                          "top_pages)",
                           q != NULL ? (int)(q - p) : (int)(len > 32 ? 32 : len), p);
             return HC_ERR_INVALID;
         }
