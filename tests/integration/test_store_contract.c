@@ -662,10 +662,11 @@ static long long pg_top_index_scans(PGconn *conn)
 /* Posts ranked by a batch, a replay of it and a zombie's batch (both refused): top answers the
  * batch's posts, and comes from the backend's index, never from a walk of every count:
  *  - Redis: no SCAN reaches the server during top (INFO commandstats), and the index's members
- *    are scored with their counts while the refused batches' post is in it nowhere (mutants:
- *    redis_top scanning; the script writing the index before its offset check);
- *  - PostgreSQL: the statistics count a scan of hotcount_counts_likes for top (mutant: no such
- *    index, or top's ORDER BY not matching it);
+ *    are scored with their counts while the refused batches' post is in it nowhere (mutant
+ *    tried: redis_top scanning whatever the index says; a refused batch touching the index is
+ *    store_redis_commit_diff's to catch);
+ *  - PostgreSQL: the statistics count a scan of hotcount_counts_likes for top (mutant tried: no
+ *    such index);
  *  - SQLite: the plan of top's statement (sqlite.c's STMT_COUNT_TOP, copied here) walks
  *    hotcount_counts_likes (mutant: no such index);
  *  - DynamoDB keeps no index: its Scan is bounded instead (store_dynamodb,
