@@ -995,6 +995,81 @@ static void scans_skip_other_types_and_report_bad_counts(void **state)
     free(d);
 }
 
+/* "cmdstat_scan:calls=N" of INFO commandstats (0 before the server's first SCAN). */
+static long long scan_calls(redisContext *c)
+{
+    redisReply *r = raw(c, "INFO commandstats");
+    const char *p = strstr(r->str, "cmdstat_scan:calls=");
+    long long n = p != NULL ? atoll(p + strlen("cmdstat_scan:calls=")) : 0;
+
+    freeReplyObject(r);
+    return n;
+}
+
+static void delete_matching(redisContext *c, const char *pattern);
+
+/* A store whose counts predate the top index (written here with SET, as an older hotcount
+ * left them): top scans until `init` has built the index, then reads it (no SCAN), keeps it
+ * through later commits, and the index holds K = 1000 of the 2 500 posts. Mutants: init not
+ * building it (top keeps scanning); top reading an index not built (a wrong top before init is
+ * caught by store_redis_commit_diff's "top answered from an index not built"). */
+static void init_builds_the_index_of_counts_written_before_it(void **state)
+{
+    fixture_t *fx = *state;
+    char pre[128];
+    char pattern[160];
+    char uri[600];
+    char tail[16];
+    hc_config_t cfg;
+    hc_store_t *st = NULL;
+    hc_store_row_t rows[3];
+    size_t count = 0;
+    long long before;
+    int i;
+
+    snprintf(pre, sizeof(pre), "hctest-%s-pre:", run_id);
+    for (i = 1; i <= 2500; i++) {
+        raw_ok(fx->raw, "SET %sp%d %d", pre, i, i);
+    }
+    snprintf(tail, sizeof(tail), "/%d", srv.db);
+    server_uri_with(uri, sizeof(uri), NULL, tail);
+    config_with(&cfg, uri, pre);
+    assert_int_equal(hc_store_open(&cfg, &st, fx->errstr, sizeof(fx->errstr)), HC_OK);
+
+    before = scan_calls(fx->raw);
+    assert_int_equal(hc_store_top(st, 3, rows, &count, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    assert_int_equal(count, 3);
+    assert_string_equal(rows[0].post_id, "p2500");
+    assert_int_equal(rows[2].likes, 2498);
+    assert_true(scan_calls(fx->raw) > before); /* not built yet: scanned */
+
+    assert_int_equal(hc_store_init_schema(st, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    assert_int_equal(raw_int(fx->raw, "ZCARD hotcount:top:%s", pre), 1000);
+    assert_int_equal(raw_int(fx->raw, "HEXISTS hotcount:top-meta:%s built", pre), 1);
+    before = scan_calls(fx->raw);
+    assert_int_equal(hc_store_top(st, 3, rows, &count, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    assert_int_equal(count, 3);
+    assert_string_equal(rows[0].post_id, "p2500");
+    assert_string_equal(rows[1].post_id, "p2499");
+    assert_int_equal(rows[2].likes, 2498);
+
+    /* a commit moves a post from far below the index to its top */
+    hc_store_delta_t d = {.post_id = "p7", .post_id_len = 2, .delta = 10000};
+    hc_store_batch_t b = batch_of(fx, NULL, 0, &d, 1);
+    apply_expect(fx, st, &b, HC_OK);
+    assert_int_equal(hc_store_top(st, 3, rows, &count, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    assert_string_equal(rows[0].post_id, "p7");
+    assert_int_equal(rows[0].likes, 10007);
+    assert_string_equal(rows[1].post_id, "p2500");
+    assert_int_equal(scan_calls(fx->raw), before); /* both tops from the index */
+
+    hc_store_close(st);
+    hc_config_fini(&cfg);
+    snprintf(pattern, sizeof(pattern), "%s*", pre);
+    delete_matching(fx->raw, pattern);
+    raw_ok(fx->raw, "DEL hotcount:top:%s hotcount:top-meta:%s", pre, pre);
+}
+
 /* ---- clean-up ---- */
 
 static void delete_matching(redisContext *c, const char *pattern)
@@ -1564,6 +1639,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(acl_user_and_percent_encoded_password, setup, teardown),
         cmocka_unit_test_setup_teardown(database_number_selects_the_database, setup, teardown),
         cmocka_unit_test_setup_teardown(glob_characters_in_prefix_are_literal, setup, teardown),
+        cmocka_unit_test_setup_teardown(init_builds_the_index_of_counts_written_before_it, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(scans_skip_other_types_and_report_bad_counts, setup,
                                         teardown),
         cmocka_unit_test(not_now_replies_are_transient),

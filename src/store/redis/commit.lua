@@ -75,11 +75,12 @@ end
 
 local CHUNK = 1000 -- unpack() is bounded by Lua's C stack (LUAI_MAXCSTACK 8000)
 
--- ZADDs wait in zp (score, member, ...) and go CHUNK at a time: a redis.call costs more than the
+-- ZADDs wait in zp (score, member, ...) and go ZCHUNK at a time: a redis.call costs more than the
 -- command it runs (arguments and reply converted, a fake client), and hot posts, which are the
 -- members, are written in every batch. Flushed before anything that reads or removes members
 -- (members of zp are members already as far as the rules go).
 local zp, nzp = {}, 0
+local ZCHUNK = 256
 local function ix_flush()
   if nzp > 0 then
     size = size + call('ZADD', ZKEY, unpack(zp, 1, nzp))
@@ -113,9 +114,11 @@ local function ix_offer(key, t)
     zp[nzp + 2] = key
     nzp = nzp + 2
     if t < low then low = t end
-    if nzp == 2 * CHUNK then
+    if nzp == 2 * ZCHUNK then
+      -- Trimmed at once: the lowest member rises, and fewer posts enter only to leave (an empty
+      -- store's first batches, whose counts all start low).
       ix_flush()
-      if size >= 2 * TOPK then ix_trim() end -- bounded within a batch too
+      if size > TOPK then ix_trim() end
     end
   else
     floor = t
@@ -153,6 +156,10 @@ end
 
 local function ix_save()
   ix_trim()
+  if floor > low then
+    -- members below F (a part's cut-off passed them: see "below"), no longer counted on
+    size = size - call('ZREMRANGEBYSCORE', ZKEY, '-inf', '(' .. string.format('%.17g', floor))
+  end
   if floor ~= floor_was then call('HSET', MKEY, 'floor', string.format('%.17g', floor)) end
 end
 
@@ -343,6 +350,25 @@ for p = 0, staged do
     kv, news = part(p), {}
     check(kv, #kv / 2, 0, news) -- passed once already; nothing has changed its counts since
   end
+  -- An index not full yet (an empty store's first batch) would take every post that beats its
+  -- lowest member, which rises only as it is trimmed: thousands of posts entering only to
+  -- leave. Instead a post of this part below the part's own K-th largest total, which K posts
+  -- of the part beat, is left out at once (F rises to it; members F passes are dropped by
+  -- ix_save). A sort of the part's totals, only then.
+  local below = -math.huge
+  if size < TOPK and not incr_only and #kv / 2 > TOPK then
+    local ts, nts = {}, 0
+    for i = 1, #kv / 2 do
+      if news[i] then
+        nts = nts + 1
+        ts[nts] = news[i]
+      end
+    end
+    if nts > TOPK then
+      table.sort(ts)
+      below = ts[nts - TOPK + 1]
+    end
+  end
   local na = 0
   for i = 1, #kv / 2 do
     local s = news[i]
@@ -359,7 +385,9 @@ for p = 0, staged do
       -- F is a member or new (I2), which a lookup tells; one that fell from at least F and low
       -- may be a member. Most posts stop at the first comparison.
       if d > 0 then
-        if s > floor then ix_offer(key, s) end
+        if s > floor then
+          if s < below then floor = s else ix_offer(key, s) end
+        end
       elseif s > floor then
         ix_any(key, s)
       elseif d < 0 and s - d >= floor and s - d >= low then
