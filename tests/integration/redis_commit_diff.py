@@ -119,6 +119,7 @@ def main():
     cases = int(sys.argv[2]) if len(sys.argv) > 2 else 400
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else random.randrange(1 << 30)
     rnd = random.Random(seed)
+    print(f"redis_commit_diff: seed {seed}", flush=True)  # before any case: a crash names it too
     r = Redis(os.environ["HC_TEST_REDIS_URI"])
     sha_old = r.call("SCRIPT", "LOAD", open(os.path.join(HERE, "redis_commit_v1.lua")).read())
     sha_new = r.call("SCRIPT", "LOAD", open(new_script).read())
