@@ -79,11 +79,11 @@
  *
  * Reads. read_offsets is one HMGET, get is MGET in chunks. foreach (and a top the index cannot
  * answer) SCAN the keys under the prefix (MATCH, the prefix glob-escaped) and MGET each page:
- * O(keys in the database) on the server, a bounded min-heap of n rows for top. Redis has no snapshot reads: each page shows the
- * counts of the moment it is read, so foreach is consistent only while nothing writes (verify
- * runs once stage 2 has caught up). SCAN may return a key twice when the keyspace is resized
- * during the scan; a set of the ids seen (on the client, about 100 bytes per post) makes foreach
- * and top report each post once.
+ * O(keys in the database) on the server, a bounded min-heap of n rows for top. Redis has no
+ * snapshot reads: each page shows the counts of the moment it is read, so foreach is consistent
+ * only while nothing writes (verify runs once stage 2 has caught up). SCAN may return a key twice
+ * when the keyspace is resized during the scan; a set of the ids seen (on the client, about 100
+ * bytes per post) makes foreach and top report each post once.
  *
  * Errors. A refused connection, a reset, or no reply within the command bound
  * (cfg->timeouts.store_statement_ms; a whole batch within store_batch_ms) is
