@@ -157,7 +157,9 @@ end
 local function ix_save()
   ix_trim()
   if floor > low then
-    -- members below F (a part's cut-off passed them: see "below"), no longer counted on
+    -- members below F (a part's cut-off passed them: see "below"), no longer counted on.
+    -- Defensive: the trim keeps the K largest, which the cut-off's K posts bound from below, and
+    -- redis_commit_diff finds no batch that leaves one (with this call gone it still passes).
     size = size - call('ZREMRANGEBYSCORE', ZKEY, '-inf', '(' .. string.format('%.17g', floor))
   end
   if floor ~= floor_was then call('HSET', MKEY, 'floor', string.format('%.17g', floor)) end
