@@ -46,7 +46,12 @@ typedef struct hc_store_backend {
 
 /* Every backend of this build, in the order --help and messages list them: adding one is one
  * entry here and its folder (src/store/README.md). */
-#define HC_STORE_BACKENDS(X) X(sqlite) X(redis) X(pgsql) X(dynamodb)
+#ifdef HC_HAVE_CASSANDRA /* a build with cargo (src/store/cassandra/shim/hc_cql.cmake) */
+#define HC_STORE_BACKEND_CASSANDRA(X) X(cassandra)
+#else
+#define HC_STORE_BACKEND_CASSANDRA(X)
+#endif
+#define HC_STORE_BACKENDS(X) X(sqlite) X(redis) X(pgsql) X(dynamodb) HC_STORE_BACKEND_CASSANDRA(X)
 
 #define HC_STORE_BACKEND_DECLARE(b) extern const hc_store_backend_t hc_store_##b##_backend;
 HC_STORE_BACKENDS(HC_STORE_BACKEND_DECLARE)

@@ -249,6 +249,8 @@ static void kind_matches_the_uri(void **state)
         assert_string_equal(kind, "redis");
     } else if (strncmp(store_uri, "dynamodb://", 11) == 0) {
         assert_string_equal(kind, "dynamodb");
+    } else if (strncmp(store_uri, "cassandra://", 12) == 0) {
+        assert_string_equal(kind, "cassandra");
     } else {
         assert_string_equal(kind, "postgresql");
     }
@@ -1254,8 +1256,9 @@ static int cleanup_run(void **state)
     (void)state;
     if (strncmp(store_uri, "redis://", 8) == 0) {
         cleanup_redis();
-    } else if (strncmp(store_uri, "dynamodb://", 11) == 0) {
-        /* with-store.sh gave this run tables of its own and drops them. */
+    } else if (strncmp(store_uri, "dynamodb://", 11) == 0 ||
+               strncmp(store_uri, "cassandra://", 12) == 0) {
+        /* with-store.sh gave this run tables (a keyspace) of its own. */
     } else {
         cleanup_sql();
     }

@@ -118,9 +118,9 @@ static void config_refuses_others_listing_every_form(void **state)
     const hc_store_facts_t *const *facts = hc_store_facts();
     char errstr[ERRSTR_SIZE] = "";
 
-    assert_int_equal(hc_config_set(*state, "store", "cassandra://h", errstr, sizeof(errstr)),
+    assert_int_equal(hc_config_set(*state, "store", "mongodb://h", errstr, sizeof(errstr)),
                      HC_ERR_INVALID);
-    assert_non_null(strstr(errstr, "store: \"cassandra://h\" is not a supported store (use "));
+    assert_non_null(strstr(errstr, "store: \"mongodb://h\" is not a supported store (use "));
     for (size_t i = 0; facts[i] != NULL; i++) {
         if (strstr(errstr, facts[i]->uri_form) == NULL) {
             fail_msg("%s's form missing from: %s", facts[i]->name, errstr);
@@ -170,8 +170,15 @@ static void password_file_only_for_the_backends_that_take_one(void **state)
             assert_int_equal(err, HC_OK);
         } else {
             assert_int_equal(err, HC_ERR_INVALID);
-            assert_non_null(strstr(errstr, "store.password.file is for a redis://, rediss://, "
-                                           "postgresql:// or postgres:// store"));
+            /* the list of the backends that take one, from their descriptors (the Cassandra
+             * backend adds cassandra:// in a build with cargo) */
+            char want[256];
+            char schemes[200];
+
+            hc_store_facts_list(facts, HC_STORE_LIST_PASSWORD_SCHEMES, schemes, sizeof(schemes));
+            snprintf(want, sizeof(want), "store.password.file is for a %s store", schemes);
+            assert_non_null(strstr(errstr, want));
+            assert_non_null(strstr(schemes, "redis://, rediss://, postgresql://"));
         }
         hc_config_fini(&cfg);
     }

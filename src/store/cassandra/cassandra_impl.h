@@ -1,6 +1,11 @@
-/* Layer: store (private to src/store/cassandra/). The Cassandra backend's shared parts
- * (docs/CASSANDRA.md). NOT BUILT YET: nothing here is in CMakeLists.txt or HC_STORE_BACKENDS
- * (src/store/cassandra/README.md says where it stands).
+/* Layer: store (private to src/store/cassandra/, its unit test and the test-only library
+ * src/store/testing/). The Cassandra backend's shared parts (docs/CASSANDRA.md is the design):
+ * the URI, the handle, the prepared statements, the claims, the error mapping.
+ *
+ *   cassandra_uri.c  the URI (hc_cass_uri_parse)
+ *   cassandra.c      descriptor, open/close, schema (`hotcount init`), errors, statements
+ *   cass_commit.c    apply (R0-R5) and the recovery of open claims
+ *   cass_read.c      read_offsets, get, top, foreach, identity
  *
  * One thread at a time per handle, as every store handle (hotcount/store.h). */
 #ifndef HOTCOUNT_CASSANDRA_IMPL_H
@@ -10,7 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cass_seam.h"
+#include "hc_cql.h"
 #include "hotcount/err.h"
+#include "hotcount/store.h"
+#include "store_impl.h"
 
 /* A keyspace name as CQL takes it unquoted: a letter, then letters, digits and '_', at most 48
  * (Cassandra's limit), folded to lower case. */
@@ -59,5 +68,110 @@ typedef struct hc_cass_uri {
  * *u holds nothing to free. */
 hc_err_t hc_cass_uri_parse(const char *uri, hc_cass_uri_t *u, char *errstr, size_t errstr_size);
 void hc_cass_uri_fini(hc_cass_uri_t *u); /* accepts a zeroed or parsed u */
+
+/* ---- the handle ---- */
+
+/* The prepared statements (cassandra.c: cass_cql[] holds their text). */
+typedef enum cass_stmt_id {
+    CASS_Q_GET,       /* SELECT likes ... WHERE post_id = ? (the readers' query) */
+    CASS_Q_BASE,      /* SELECT likes, writetime(likes) ... WHERE post_id = ? (R1) */
+    CASS_Q_COUNT,     /* UPDATE hotcount_counts SET likes = ?, updated_at = ? (R4) */
+    CASS_Q_STAGE,     /* INSERT INTO hotcount_staging (R2) */
+    CASS_Q_STAGED,    /* SELECT payload FROM hotcount_staging (recovery) */
+    CASS_Q_CLAIMS,    /* SELECT the claim rows of a (group, topic) (R0, at SERIAL) */
+    CASS_Q_DONE,      /* SELECT the done rows of a (group, topic) (R0) */
+    CASS_Q_CLAIM,     /* UPDATE hotcount_claims ... IF next_offset = ? AND seq = ? (R3) */
+    CASS_Q_CLAIM_NEW, /* INSERT INTO hotcount_claims ... IF NOT EXISTS (R3, HC_OFFSET_NONE) */
+    CASS_Q_DONE_SET,  /* UPDATE hotcount_done SET seq = ? (R5) */
+    CASS_Q_SCAN,      /* SELECT post_id, likes FROM hotcount_counts (top, foreach) */
+    CASS_Q_META,      /* SELECT value FROM hotcount_meta WHERE name = 'incarnation' */
+    CASS_Q_TABLES,    /* SELECT table_name, id FROM system_schema.tables (identity) */
+    CASS_Q__COUNT
+} cass_stmt_id_t;
+
+/* What this handle knows of one partials partition's claim row: as its own last claim left it
+ * (complete), or as R0 read it once every open claim was finished. */
+typedef struct cass_known {
+    int32_t partition;
+    int64_t next; /* next_offset, HC_OFFSET_NONE: no row */
+    int64_t seq;  /* 0: no row */
+    int64_t ts;   /* the claim's write timestamp (us), 0: no row */
+} cass_known_t;
+
+typedef struct cass_store {
+    hc_store_t base; /* first: hc_store_t * <-> cass_store_t * */
+    hc_cass_uri_t uri;
+    hc_cql_session_t *session;
+    hc_cql_prepared_t *prep[CASS_Q__COUNT]; /* NULL until cass_prepare */
+    uint32_t statement_ms;
+    int64_t batch_ms;
+    /* the claim rows this handle knows, all of one (group, topic); cleared by any error */
+    char *known_group;
+    char *known_topic;
+    cass_known_t *known;
+    size_t known_count;
+    size_t known_cap;
+    const hc_cass_test_hooks_t *hooks; /* test-only (cass_seam.h); NULL in the product */
+} cass_store_t;
+
+/* One claim row, with its partition's done seq (0: no done row). */
+typedef struct cass_claim {
+    int32_t partition;
+    int64_t next_offset;
+    int64_t from_offset;
+    int64_t seq;
+    int64_t ts;
+    uint8_t batch[16];
+    int32_t parts;
+    int32_t posts;
+    int64_t done_seq;
+} cass_claim_t;
+
+/* Packed staging parts (docs/CASSANDRA.md R2): version byte 1, the batch's now_ms (8 bytes, big
+ * endian), then per post a 2-byte id length, the id, the new count (8 bytes). At most this. */
+#define CASS_PART_BYTES 32768
+#define CASS_PART_VERSION 1
+
+static inline cass_store_t *cass_store(hc_store_t *st)
+{
+    return (cass_store_t *)st;
+}
+
+/* A driver status as hc_err_t, with "cassandra store: <what>: <driver message>" in errstr. */
+hc_err_t cass_err(int status, const hc_cql_error_t *e, const char *what, char *errstr,
+                  size_t errstr_size);
+/* Prepares every statement once per handle (the tables must exist: HC_ERR_FATAL "run `hotcount
+ * init`" otherwise). */
+hc_err_t cass_prepare(cass_store_t *cs, char *errstr, size_t errstr_size);
+/* A new statement of q at the URI's consistency and the statement bound; NULL: out of memory. */
+hc_cql_stmt_t *cass_stmt(cass_store_t *cs, cass_stmt_id_t q);
+int64_t cass_now_us(void);
+int64_t cass_mono_ms(void);
+/* Text Cassandra takes: well-formed UTF-8 (no overlong form, no surrogate, <= U+10FFFF). */
+bool cass_is_text(const char *s, size_t len);
+void cass_known_clear(cass_store_t *cs);
+
+/* cass_commit.c */
+/* R0 and the recovery: reads every claim of (group, topic) at the serial consistency and the
+ * done rows, finishes each open claim of the partitions listed (all when partitions is NULL),
+ * and fills *claims_out (malloc'd, the caller frees) with every claim row as it now stands. */
+hc_err_t cass_settle(cass_store_t *cs, const char *group, const char *topic,
+                     const int32_t *partitions, size_t count, cass_claim_t **claims_out,
+                     size_t *claims_count, char *errstr, size_t errstr_size);
+hc_err_t cass_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
+                    size_t errstr_size);
+
+/* cass_read.c */
+hc_err_t cass_read_offsets(hc_store_t *st, const char *group, const char *topic,
+                           const int32_t *partitions, size_t count, int64_t *offsets_out,
+                           char *errstr, size_t errstr_size);
+hc_err_t cass_get(hc_store_t *st, const char *const *post_ids, const size_t *post_id_lens,
+                  size_t count, int64_t *likes_out, char *errstr, size_t errstr_size);
+hc_err_t cass_top(hc_store_t *st, size_t n, hc_store_row_t *rows_out, size_t *count_out,
+                  char *errstr, size_t errstr_size);
+hc_err_t cass_foreach(hc_store_t *st, hc_store_row_fn fn, void *opaque, char *errstr,
+                      size_t errstr_size);
+hc_err_t cass_identity(hc_store_t *st, char *id_out, size_t id_size, char *errstr,
+                       size_t errstr_size);
 
 #endif

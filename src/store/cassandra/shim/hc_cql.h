@@ -128,6 +128,8 @@ int hc_cql_bind_int32(hc_cql_stmt_t *st, size_t i, int32_t v); /* int */
 int hc_cql_bind_bool(hc_cql_stmt_t *st, size_t i, int v);
 int hc_cql_bind_timestamp_ms(hc_cql_stmt_t *st, size_t i, int64_t ms);
 int hc_cql_bind_uuid(hc_cql_stmt_t *st, size_t i, const uint8_t bytes[16]);
+/* Any level above; SERIAL and LOCAL_SERIAL only for a read (a Paxos read, settling any
+ * lightweight transaction in flight). */
 int hc_cql_stmt_set_consistency(hc_cql_stmt_t *st, int consistency);
 int hc_cql_stmt_set_serial_consistency(hc_cql_stmt_t *st, int serial);
 /* The write timestamp in microseconds (as USING TIMESTAMP), or HC_CQL_NO_TIMESTAMP. */

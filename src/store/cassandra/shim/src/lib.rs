@@ -601,6 +601,10 @@ fn consistency_of(c: c_int) -> Option<Consistency> {
         0x0005 => Consistency::All,
         0x0006 => Consistency::LocalQuorum,
         0x0007 => Consistency::EachQuorum,
+        // SERIAL and LOCAL_SERIAL as a read's consistency: a Paxos read that completes any round
+        // left in flight (the backend's claims read, docs/CASSANDRA.md R0).
+        0x0008 => Consistency::Serial,
+        0x0009 => Consistency::LocalSerial,
         0x000A => Consistency::LocalOne,
         _ => return None,
     })

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# cassandra_suite.sh SHIM_TEST CONTRACT_TEST STORE_TEST: the Cassandra tests on ONE node (its
+# start costs 15-35 s and 1.5 GB, so CTest runs them as one test, `cassandra`): the driver shim,
+# the store contract suite in a keyspace of its own, and the backend's own tests. Under
+# tests/harness/with-servers --cassandra the node it names is used; else with-cassandra.sh
+# starts one. Every program runs even when an earlier one failed; the exit status says whether
+# any did.
+set -euo pipefail
+[ $# -eq 3 ] || { echo "usage: cassandra_suite.sh SHIM_TEST CONTRACT_TEST STORE_TEST" >&2; exit 2; }
+here=$(dirname "$0")
+if [ -z "${HC_TEST_CASSANDRA_CONTACT:-}" ]; then
+    exec "$here/with-cassandra.sh" "$0" "$@"
+fi
+failed=''
+run() {
+    local name=$1 t0=$SECONDS
+    shift
+    echo "== cassandra_suite: $name"
+    if "$@"; then
+        echo "== cassandra_suite: $name passed in $((SECONDS - t0)) s"
+    else
+        echo "== cassandra_suite: $name FAILED after $((SECONDS - t0)) s"
+        failed="$failed $name"
+    fi
+}
+run cql_shim "$1"
+run store_contract_cassandra "$here/with-store.sh" cassandra "$2"
+run store_cassandra "$here/with-store.sh" cassandra "$3"
+if [ -n "$failed" ]; then
+    echo "cassandra_suite: failed:$failed" >&2
+    exit 1
+fi
