@@ -8,8 +8,9 @@
 #                                            # directory), and an EXIT trap that runs
 #                                            # stop_tracked and removes work
 #   (or set run and work yourself before calling what follows)
-#   hc_namespace STORE_KIND [key=value]...   # sqlite|redis|postgresql|dynamodb; extra lines go into
-#                                            # the properties file; sets store and cfg (-c FILE)
+#   hc_namespace STORE_KIND [key=value]...   # sqlite|redis|postgresql|dynamodb|cassandra; extra
+#                                            # lines go into the properties file; sets store and
+#                                            # cfg (-c FILE)
 #   hc_store_uri STORE_KIND                  # only the store (a PostgreSQL schema hc_<run>)
 #   free_port                                # a free TCP port on 127.0.0.1
 #   pids+=($!) ... stop_tracked              # SIGTERM every tracked process, then reap it
@@ -35,6 +36,11 @@ hc_store_uri() { # KIND: sets store; status 2 for an unknown KIND
         # tables of its own per run (prefix h<run>_) on the harness's emulator (moto)
         local uri=${HC_TEST_DYNAMODB_URI:?no dynamodb from the harness}
         store="dynamodb://us-east-1/h${run//-/_}_?${uri#*\?}"
+        ;;
+    cassandra)
+        # a keyspace of its own per run (h<run>, one replica) on the harness's node, which runs
+        # with password authentication and Cassandra's default superuser
+        store="cassandra://cassandra:cassandra@${HC_TEST_CASSANDRA_CONTACT:?no cassandra from the harness}/h${run//-/_}?replication=simple:1"
         ;;
     *) return 2 ;;
     esac

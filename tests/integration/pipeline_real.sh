@@ -4,9 +4,10 @@
 #
 #   pipeline_real.sh HOTCOUNT STORE [--restart]
 #
-# STORE is sqlite, redis, postgresql or dynamodb (the servers come from tests/harness/with-servers,
-# which exports HC_TEST_BROKERS, HC_TEST_REDIS_URI, HC_TEST_PG_URI and HC_TEST_DYNAMODB_URI; on
-# dynamodb the oracle reads the counts table itself, with boto3). Two stage-1 processes and one
+# STORE is sqlite, redis, postgresql, dynamodb or cassandra (the servers come from
+# tests/harness/with-servers, which exports HC_TEST_BROKERS, HC_TEST_REDIS_URI, HC_TEST_PG_URI,
+# HC_TEST_DYNAMODB_URI and HC_TEST_CASSANDRA_CONTACT; on dynamodb the oracle reads the counts table
+# itself, with boto3, on cassandra with the Python driver). Two stage-1 processes and one
 # stage-2 process consume while `hotcount produce` sends 1 000 000 Zipfian events with unlikes
 # and 0.5 % malformed ones. With --restart, one stage-1 and the stage-2 process are stopped with
 # SIGTERM mid-stream and started again. Then `hotcount verify` must report exact counts, every
@@ -102,6 +103,7 @@ pids=()
 "$hc" get --all "${cfg[@]}" >"$work/store.tsv"
 store_arg=(--store-dump "$work/store.tsv")
 [ "$store_kind" != dynamodb ] || store_arg=(--store-dynamodb "$store")
+[ "$store_kind" != cassandra ] || store_arg=(--store-cassandra "$store")
 python3 "$here/../oracle/oracle.py" --brokers "$HC_TEST_BROKERS" --raw "t$run.raw" \
     --dlq "t$run.dlq" --group "g$run-stage1" "${store_arg[@]}" \
     --min-events "$events" --counts-topic "t$run.counts"

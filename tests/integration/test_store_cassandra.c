@@ -1,7 +1,9 @@
 /* The Cassandra store's own tests (docs/CASSANDRA.md, "Tests"), against a real node, through the
  * backend's fault seam (src/store/testing/cassandra_testing.h): a writer killed after every
  * request of an apply, a zombie writer paused before its claim and inside its count writes, a
- * reader polling posts while a writer is paused mid-batch, and a store that forgets (identity).
+ * reader polling posts while a writer is paused mid-batch, the node hung (SIGSTOP) before a
+ * claim and inside count writes, the node killed (kill -9) inside count writes and restarted,
+ * and a store that forgets (identity). HC_TEST_CASSANDRA_CTL pauses, kills and starts the node.
  * HC_TEST_STORE_URI names a keyspace of this run's own (tests/integration/with-store.sh
  * cassandra); HC_TEST_CASSANDRA_CONTACT the node, for the direct CQL the forgetting test needs.
  * Unset is a failure, not a skip. */
@@ -423,6 +425,152 @@ static void zombie_before_its_claim_conflicts(void **state)
     pthread_cond_destroy(&pp.cv);
 }
 
+/* ---- the node hangs or dies under an apply ---- */
+
+static void ctl(const char *verb)
+{
+    const char *path = getenv("HC_TEST_CASSANDRA_CTL");
+    char cmd[1024];
+
+    assert_non_null(path);
+    snprintf(cmd, sizeof(cmd), "'%s' %s >/dev/null", path, verb);
+    if (system(cmd) != 0) {
+        fail_msg("%s %s failed", path, verb);
+    }
+}
+
+typedef struct node_fault {
+    hc_cass_step_t step;
+    int nth;
+    int seen;
+    const char *verb; /* "pause" or "kill" */
+} node_fault_t;
+
+static void fault_before(void *opaque, hc_cass_step_t step)
+{
+    node_fault_t *f = opaque;
+
+    if (step == f->step && ++f->seen == f->nth) {
+        ctl(f->verb);
+    }
+}
+
+/* Short bounds, so that an apply against a hung node gives up in seconds, not the derived 90 s. */
+static void short_bounds(fixture_t *fx)
+{
+    assert_int_equal(hc_config_validate(&fx->cfg, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    fx->cfg.timeouts.store_statement_ms = 1500;
+    fx->cfg.timeouts.store_batch_ms = 5000;
+}
+
+/* read_offsets until it answers (the driver reconnects to a restarted node in the background). */
+static void read_offsets_patiently(fixture_t *fx, hc_store_t *st, int64_t out[2])
+{
+    const int32_t parts[2] = {0, 1};
+    time_t until = time(NULL) + 90;
+    hc_err_t err;
+
+    while ((err = hc_store_read_offsets(st, fx->group, TOPIC, parts, 2, out, fx->errstr,
+                                        sizeof(fx->errstr))) == HC_ERR_TRANSIENT &&
+           time(NULL) < until) {
+        struct timespec ts = {.tv_nsec = 200000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (err != HC_OK) {
+        fail_msg("read_offsets: %s: %s", hc_err_name(err), fx->errstr);
+    }
+}
+
+/* The node hangs (SIGSTOP) before the claim, and separately inside the count writes: the apply
+ * returns HC_ERR_TRANSIENT within its deadline (an unknown outcome is never reported as done or
+ * as nothing-happened); resumed, the retry of the same batch lands or conflicts, read_offsets
+ * recovers whatever claim landed, and every post is counted once.
+ * Mutant: a count write that timed out treated as written (run_many's status ignored): the
+ * apply returns HC_OK with posts missing; this fails on the counts. */
+static void hung_node_gives_transient_then_exact(void **state)
+{
+    fixture_t *fx = *state;
+    const struct {
+        hc_cass_step_t step;
+        int nth;
+    } where[] = {{HC_CASS_R3_CLAIM, 1}, {HC_CASS_R4_COUNTS, 3}};
+    hc_store_t *st;
+    round_t rd;
+    int64_t off[2];
+    int r = 0;
+
+    short_bounds(fx);
+    st = open_store(fx);
+    round_of(fx, r++, &rd);
+    assert_int_equal(hc_store_apply(st, &rd.b, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    for (size_t w = 0; w < sizeof(where) / sizeof(where[0]); w++, r++) {
+        node_fault_t f = {.step = where[w].step, .nth = where[w].nth, .verb = "pause"};
+        hc_cass_test_hooks_t hooks = {.group_size = 1, .before = fault_before, .opaque = &f};
+        time_t t0 = time(NULL);
+        hc_err_t err;
+
+        hc_store_cassandra_set_test_hooks(st, &hooks);
+        round_of(fx, r, &rd);
+        err = hc_store_apply(st, &rd.b, fx->errstr, sizeof(fx->errstr));
+        ctl("resume");
+        hc_store_cassandra_set_test_hooks(st, NULL);
+        if (err != HC_ERR_TRANSIENT) {
+            fail_msg("paused at step %d: %s: %s", (int)where[w].step, hc_err_name(err), fx->errstr);
+        }
+        assert_true(time(NULL) - t0 <= 30); /* the batch deadline held */
+        /* stage 2 retries the same batch: it lands, or conflicts when the first one did */
+        err = hc_store_apply(st, &rd.b, fx->errstr, sizeof(fx->errstr));
+        for (time_t until = time(NULL) + 60; err == HC_ERR_TRANSIENT && time(NULL) < until;) {
+            err = hc_store_apply(st, &rd.b, fx->errstr, sizeof(fx->errstr));
+        }
+        if (err != HC_OK && err != HC_ERR_CONFLICT) {
+            fail_msg("retry after step %d: %s: %s", (int)where[w].step, hc_err_name(err),
+                     fx->errstr);
+        }
+        read_offsets_patiently(fx, st, off);
+        assert_int_equal(off[0], 10 * (r + 1));
+        assert_int_equal(off[1], 10 * (r + 1));
+        check_counts(fx, st, r + 1);
+    }
+    hc_store_close(st);
+}
+
+/* The node is killed (kill -9) in the middle of an apply's count writes and started again
+ * (commit log replay): the apply fails, and after the restart read_offsets recovers the open
+ * claim; counts and offsets are exact. One round: a restart costs 10-20 s.
+ * Mutant: as for the kill of the writer (recovery skipped): posts stay short. */
+static void node_killed_inside_an_apply_then_exact(void **state)
+{
+    fixture_t *fx = *state;
+    node_fault_t f = {.step = HC_CASS_R4_COUNTS, .nth = 3, .verb = "kill"};
+    hc_cass_test_hooks_t hooks = {.group_size = 1, .before = fault_before, .opaque = &f};
+    hc_store_t *st;
+    round_t rd;
+    int64_t off[2];
+    hc_err_t err;
+
+    short_bounds(fx);
+    st = open_store(fx);
+    round_of(fx, 0, &rd);
+    assert_int_equal(hc_store_apply(st, &rd.b, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    hc_store_cassandra_set_test_hooks(st, &hooks);
+    round_of(fx, 1, &rd);
+    err = hc_store_apply(st, &rd.b, fx->errstr, sizeof(fx->errstr));
+    hc_store_cassandra_set_test_hooks(st, NULL);
+    ctl("start");
+    if (err != HC_ERR_TRANSIENT) {
+        fail_msg("node killed in R4: %s: %s", hc_err_name(err), fx->errstr);
+    }
+    read_offsets_patiently(fx, st, off);
+    assert_int_equal(off[0], 20);
+    assert_int_equal(off[1], 20);
+    check_counts(fx, st, 2);
+    round_of(fx, 2, &rd);
+    assert_int_equal(hc_store_apply(st, &rd.b, fx->errstr, sizeof(fx->errstr)), HC_OK);
+    check_counts(fx, st, 3);
+    hc_store_close(st);
+}
+
 /* ---- a store that forgets ---- */
 
 static void cql(const char *statement)
@@ -500,6 +648,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(zombie_inside_its_count_writes_changes_nothing, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(zombie_before_its_claim_conflicts, setup, teardown),
+        cmocka_unit_test_setup_teardown(hung_node_gives_transient_then_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(node_killed_inside_an_apply_then_exact, setup, teardown),
         /* last: it drops and recreates hotcount_counts */
         cmocka_unit_test_setup_teardown(forgetting_changes_the_identity, setup, teardown),
     };

@@ -202,6 +202,48 @@ def dynamodb_counts(uri):
             yield item["post_id"]["S"].encode(), int(item["likes"]["N"])
 
 
+def cassandra_counts(uri, problems):
+    """(post_id bytes, likes) of every row of the store's hotcount_counts, read with the Python
+    driver (cassandra-driver), independently of hotcount's own reader; then the readers' own
+    query, `SELECT likes FROM <ks>.hotcount_counts WHERE post_id = ?`, for the 1000 largest
+    counts, which must give the same values (docs/CASSANDRA.md: one row per post, one plain
+    query)."""
+    import urllib.parse
+
+    from cassandra import ConsistencyLevel
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import Cluster
+    from cassandra.query import SimpleStatement
+
+    parsed = urllib.parse.urlsplit(uri)
+    userinfo, _, hosts = parsed.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    points = []
+    port = 9042
+    for h in hosts.split(","):
+        host, _, p = h.rpartition(":") if h.count(":") == 1 else (h, "", "")
+        points.append(host or h)
+        port = int(p) if p else port
+    ks = parsed.path.lstrip("/")
+    auth = PlainTextAuthProvider(urllib.parse.unquote(user), urllib.parse.unquote(password)) \
+        if user else None
+    cluster = Cluster(points, port=port, auth_provider=auth)
+    session = cluster.connect()
+    rows = []
+    scan = SimpleStatement(f"SELECT post_id, likes FROM {ks}.hotcount_counts", fetch_size=5000,
+                           consistency_level=ConsistencyLevel.LOCAL_QUORUM)
+    for row in session.execute(scan):
+        rows.append((row.post_id.encode(), row.likes))
+    one = session.prepare(f"SELECT likes FROM {ks}.hotcount_counts WHERE post_id = ?")
+    one.consistency_level = ConsistencyLevel.LOCAL_QUORUM
+    for post, n in sorted(rows, key=lambda r: -r[1])[:1000]:
+        got = list(session.execute(one, (post.decode(),)))
+        if len(got) != 1 or got[0].likes != n:
+            problems.append(f"post {post!r}: the readers' query gives {got}, the scan {n}")
+    cluster.shutdown()
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--brokers", required=True)
@@ -213,6 +255,9 @@ def main():
     where.add_argument("--store-dynamodb", metavar="URI",
                        help="a dynamodb://REGION/PREFIX?endpoint=URL store: its counts table is "
                        "scanned with boto3, not through hotcount")
+    where.add_argument("--store-cassandra", metavar="URI",
+                       help="a cassandra://[user:pw@]host:port/KEYSPACE store: hotcount_counts is "
+                       "read with the Python driver, not through hotcount")
     ap.add_argument("--max-bytes", type=int, default=4096)
     ap.add_argument("--min-events", type=int, default=0)
     ap.add_argument("--counts-topic", help="the changelog topic: its latest total per post must "
@@ -240,7 +285,12 @@ def main():
         problems.append(f"only {valid[0] + len(invalid)} events in {args.raw}")
 
     stored = {}
-    if args.store_dynamodb:
+    if args.store_cassandra:
+        for post, n in cassandra_counts(args.store_cassandra, problems):
+            if post in stored:
+                problems.append(f"hotcount_counts lists {post!r} twice")
+            stored[post] = n
+    elif args.store_dynamodb:
         for post, n in dynamodb_counts(args.store_dynamodb):
             if post in stored:
                 problems.append(f"the counts table lists {post!r} twice")
