@@ -464,9 +464,11 @@ hcf_finish() { # events
     report) tally_changelog=(--counts-topic "f$run.counts") ;;
     esac
     oracle_status=0
-    # DynamoDB: the oracle scans the counts table itself (boto3), not hotcount's dump
+    # DynamoDB, Cassandra: the oracle reads the counts table itself (boto3, the Python driver),
+    # not hotcount's dump
     local store_arg=(--store-dump "$work/store.tsv")
     [ "$store_kind" != dynamodb ] || store_arg=(--store-dynamodb "$store")
+    [ "$store_kind" != cassandra ] || store_arg=(--store-cassandra "$store")
     run_waiting python3 "$here_/../oracle/oracle.py" --brokers "$HC_TEST_BROKERS" --raw "f$run.raw" \
         --dlq "f$run.dlq" --group "g$run-stage1" "${store_arg[@]}" \
         --min-events "$events" "${changelog[@]}" || oracle_status=$?

@@ -2,11 +2,10 @@
  * and "Recovery of an open claim"): R0 claims read, R1 base reads, R2 staging, R3 the claim (the
  * batch's one LWT), R4 absolute counts at the batch's timestamp T, R5 done rows.
  *
- * What is not done yet (src/store/cassandra/README.md): the handle keeps no cache of counts, so
- * R1 reads every post of every batch (the page's cache would skip most of these reads); the
- * guard against a change of topic.partials.partitions with a backlog is not written; a batch
- * without offsets (tools and tests only: stage 2's batches always carry offsets) has no claim,
- * so a crash in its R4 leaves some of its posts written and others not. */
+ * What is not done yet (src/store/cassandra/README.md): the guard against a change of
+ * topic.partials.partitions with a backlog; a batch without offsets (tools and tests only: stage
+ * 2's batches always carry offsets) has no claim, so a crash in its R4 leaves some of its posts
+ * written and others not. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -640,9 +639,11 @@ static hc_err_t learn(cass_store_t *cs, const hc_store_batch_t *b, char *errstr,
     return HC_OK;
 }
 
-/* R1: base[i] and the write time of each post's row (0 and 0 without a row). */
-static hc_err_t read_bases(cass_store_t *cs, const hc_store_batch_t *b, int64_t *base, int64_t *wt,
-                           int64_t deadline_ms, size_t *k, char *errstr, size_t errstr_size)
+/* R1: base[i] and the write time of the row of each post need[] lists (0 and 0 without a
+ * row). */
+static hc_err_t read_bases(cass_store_t *cs, const hc_store_batch_t *b, const size_t *need,
+                           size_t n_need, int64_t *base, int64_t *wt, int64_t deadline_ms,
+                           size_t *k, char *errstr, size_t errstr_size)
 {
     size_t g = group_size(cs);
     hc_cql_stmt_t **stmts = calloc(g, sizeof(*stmts));
@@ -655,12 +656,14 @@ static hc_err_t read_bases(cass_store_t *cs, const hc_store_batch_t *b, int64_t 
         hc_errstr_set(errstr, errstr_size, "cassandra store: out of memory");
         return HC_ERR_FATAL;
     }
-    for (size_t at = 0; at < b->delta_count && err == HC_OK; at += g) {
-        size_t m = b->delta_count - at < g ? b->delta_count - at : g;
+    for (size_t at = 0; at < n_need && err == HC_OK; at += g) {
+        size_t m = n_need - at < g ? n_need - at : g;
         hc_cql_error_t e;
         int rc;
 
         for (size_t i = 0; i < m; i++) {
+            const hc_store_delta_t *d = &b->deltas[need[at + i]];
+
             stmts[i] = cass_stmt(cs, CASS_Q_BASE);
             if (stmts[i] == NULL) {
                 free_stmts(stmts, i);
@@ -668,7 +671,7 @@ static hc_err_t read_bases(cass_store_t *cs, const hc_store_batch_t *b, int64_t 
                 hc_errstr_set(errstr, errstr_size, "cassandra store: out of memory");
                 goto out;
             }
-            hc_cql_bind_text(stmts[i], 0, b->deltas[at + i].post_id, b->deltas[at + i].post_id_len);
+            hc_cql_bind_text(stmts[i], 0, d->post_id, d->post_id_len);
         }
         before(cs, HC_CASS_R1_BASES);
         rc = run_many(cs, stmts, m, rows, true, deadline_ms, &e);
@@ -679,11 +682,13 @@ static hc_err_t read_bases(cass_store_t *cs, const hc_store_batch_t *b, int64_t 
             break;
         }
         for (size_t i = 0; i < m; i++) {
-            base[at + i] = 0;
-            wt[at + i] = 0;
+            size_t j = need[at + i];
+
+            base[j] = 0;
+            wt[j] = 0;
             if (hc_cql_rows_count(rows[i]) > 0 && !hc_cql_rows_is_null(rows[i], 0, 0)) {
-                if (hc_cql_rows_int64(rows[i], 0, 0, &base[at + i]) != HC_CQL_OK ||
-                    hc_cql_rows_int64(rows[i], 0, 1, &wt[at + i]) != HC_CQL_OK) {
+                if (hc_cql_rows_int64(rows[i], 0, 0, &base[j]) != HC_CQL_OK ||
+                    hc_cql_rows_int64(rows[i], 0, 1, &wt[j]) != HC_CQL_OK) {
                     err = HC_ERR_FATAL;
                     hc_errstr_set(errstr, errstr_size,
                                   "cassandra store: an odd row in hotcount_counts");
@@ -914,6 +919,8 @@ hc_err_t cass_apply(hc_store_t *st, const hc_store_batch_t *b, char *errstr, siz
     count_write_t *w = NULL;
     uint8_t *buf = NULL;
     size_t *start = NULL;
+    size_t *need = NULL;
+    size_t n_need = 0;
     size_t parts = 0;
     uint8_t id[16];
     size_t k = 0;
@@ -964,13 +971,28 @@ hc_err_t cass_apply(hc_store_t *st, const hc_store_batch_t *b, char *errstr, siz
     wt = calloc(n + 1, sizeof(*wt));
     next = calloc(n + 1, sizeof(*next));
     w = calloc(n + 1, sizeof(*w));
-    if (base == NULL || wt == NULL || next == NULL || w == NULL) {
+    need = calloc(n + 1, sizeof(*need));
+    if (base == NULL || wt == NULL || next == NULL || w == NULL || need == NULL) {
         hc_errstr_set(errstr, errstr_size, "cassandra store: out of memory");
         err = HC_ERR_FATAL;
         goto out;
     }
-    /* R1 */
-    err = read_bases(cs, b, base, wt, deadline_ms, &k, errstr, errstr_size);
+    /* R1, for the posts the cache does not hold (only for a batch with offsets: the cache is
+     * valid with the claims this handle knows) */
+    for (size_t i = 0; i < n; i++) {
+        const cass_cache_slot_t *c =
+            b->offset_count > 0
+                ? cass_cache_get(&cs->cache, b->deltas[i].post_id, b->deltas[i].post_id_len)
+                : NULL;
+
+        if (c != NULL) {
+            base[i] = c->count;
+            wt[i] = c->ts;
+        } else {
+            need[n_need++] = i;
+        }
+    }
+    err = read_bases(cs, b, need, n_need, base, wt, deadline_ms, &k, errstr, errstr_size);
     if (err != HC_OK) {
         goto out;
     }
@@ -1070,6 +1092,9 @@ hc_err_t cass_apply(hc_store_t *st, const hc_store_batch_t *b, char *errstr, siz
             kn->seq++;
             kn->ts = ts;
         }
+        for (size_t i = 0; i < n; i++) {
+            cass_cache_put(&cs->cache, b->deltas[i].post_id, b->deltas[i].post_id_len, next[i], ts);
+        }
     }
     if (b->totals_out != NULL) {
         memcpy(b->totals_out, next, n * sizeof(*next));
@@ -1082,5 +1107,6 @@ out:
     free(w);
     free(buf);
     free(start);
+    free(need);
     return err;
 }

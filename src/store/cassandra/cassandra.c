@@ -163,6 +163,7 @@ void cass_known_clear(cass_store_t *cs)
     cs->known_group = NULL;
     cs->known_topic = NULL;
     cs->known_count = 0;
+    cass_cache_clear(&cs->cache);
 }
 
 hc_err_t cass_prepare(cass_store_t *cs, char *errstr, size_t errstr_size)

@@ -6,6 +6,7 @@
  *   cassandra.c      descriptor, open/close, schema (`hotcount init`), errors, statements
  *   cass_commit.c    apply (R0-R5) and the recovery of open claims
  *   cass_read.c      read_offsets, get, top, foreach, identity
+ *   cass_cache.c     the count cache (R1 reads only the posts it does not hold)
  *
  * One thread at a time per handle, as every store handle (hotcount/store.h). */
 #ifndef HOTCOUNT_CASSANDRA_IMPL_H
@@ -98,6 +99,28 @@ typedef struct cass_known {
     int64_t ts;   /* the claim's write timestamp (us), 0: no row */
 } cass_known_t;
 
+/* The count cache (cass_cache.c): post -> the count and timestamp this handle last wrote. */
+typedef struct cass_cache_slot {
+    uint64_t hash; /* 0: empty */
+    size_t off;    /* the id in the arena */
+    size_t len;
+    int64_t count;
+    int64_t ts;
+} cass_cache_slot_t;
+
+typedef struct cass_cache {
+    cass_cache_slot_t *slots; /* owned; cap a power of two, or 0 */
+    size_t cap;
+    size_t count;
+    char *arena; /* owned */
+    size_t used;
+    size_t size;
+} cass_cache_t;
+
+const cass_cache_slot_t *cass_cache_get(const cass_cache_t *c, const char *id, size_t len);
+void cass_cache_put(cass_cache_t *c, const char *id, size_t len, int64_t count, int64_t ts);
+void cass_cache_clear(cass_cache_t *c); /* frees; c is then empty and reusable */
+
 typedef struct cass_store {
     hc_store_t base; /* first: hc_store_t * <-> cass_store_t * */
     hc_cass_uri_t uri;
@@ -111,6 +134,7 @@ typedef struct cass_store {
     cass_known_t *known;
     size_t known_count;
     size_t known_cap;
+    cass_cache_t cache;                /* valid with the known claims; cleared with them */
     const hc_cass_test_hooks_t *hooks; /* test-only (cass_seam.h); NULL in the product */
 } cass_store_t;
 
