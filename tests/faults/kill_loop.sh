@@ -5,8 +5,8 @@
 #   kill_loop.sh HOTCOUNT STAGE STORE [KILLS]
 #
 # STAGE is stage1 or stage2 (the stage whose processes are killed), STORE sqlite, redis,
-# postgresql or dynamodb (servers from tests/harness/with-servers --kafka --redis --postgres
-# --dynamodb; dynamodb is moto's server, an emulator), KILLS 10 by
+# postgresql, dynamodb or cassandra (servers from tests/harness/with-servers --kafka --redis
+# --postgres --dynamodb --cassandra; dynamodb is moto's server, an emulator), KILLS 10 by
 # default. Two stage-1 and two stage-2 processes run (session.timeout.ms=6000, heartbeats every
 # second, flush.ms=300) while `hotcount produce` sends HC_FAULT_EVENTS (1 000 000) Zipfian events
 # with 5 % unlikes and 0.2 % malformed ones at a bounded rate, so that the stream lasts
@@ -43,7 +43,7 @@ stage=$2
 store_kind=$3
 kills=${4:-10}
 case "$stage" in stage1 | stage2) ;; *) usage ;; esac
-case "$store_kind" in sqlite | redis | postgresql | dynamodb) ;; *) usage ;; esac
+case "$store_kind" in sqlite | redis | postgresql | dynamodb | cassandra) ;; *) usage ;; esac
 [[ "$kills" =~ ^[1-9][0-9]*$ ]] || usage
 : "${HC_TEST_BROKERS:?run under tests/harness/with-servers --kafka}"
 

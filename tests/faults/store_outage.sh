@@ -5,7 +5,7 @@
 #
 #   store_outage.sh HOTCOUNT STORE
 #
-# STORE redis, postgresql or dynamodb. The store is a private server of this run
+# STORE redis, postgresql, dynamodb or cassandra. The store is a private server of this run
 # (tests/harness/redis-ctl with appendonly yes, or pg-ctl), started in the work directory, so
 # that killing it disturbs no other test of the suite (ctest -j2). dynamodb: the emulator
 # (moto, with-servers --dynamodb) keeps its tables in memory, so it is not killed; stage 2
@@ -46,7 +46,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 [ $# -eq 2 ] || usage
 store_kind=$2
-case "$store_kind" in redis | postgresql | dynamodb) ;; *) usage ;; esac
+case "$store_kind" in redis | postgresql | dynamodb | cassandra) ;; *) usage ;; esac
 harness=$(cd "$here/../harness" && pwd)
 
 hcf_stream 1000000 25
@@ -83,6 +83,12 @@ private_store() { # a server of our own in $work/server
         down_how='refused by the proxy'
         return 0
     fi
+    if [ "$store_kind" = cassandra ]; then
+        # The harness's node (a private one would cost another 15-35 s and 1.5 GB): the run
+        # keeps to a keyspace of its own, and the node is started again whatever happens.
+        ctl=("${HC_TEST_CASSANDRA_CTL:?run under tests/harness/with-servers --cassandra}")
+        return 0
+    fi
     if [ "$store_kind" = redis ]; then
         ctl=("$harness/redis-ctl" --dir "$work/server" --appendonly yes)
         "${ctl[@]}" start >/dev/null || fail "private redis-server did not start"
@@ -96,6 +102,10 @@ private_store() { # a server of our own in $work/server
     export HC_TEST_REDIS_URI HC_TEST_PG_URI
 }
 private_store_stop() {
+    if [ "$store_kind" = cassandra ]; then # the harness's node: leave it running
+        "${ctl[@]}" status >/dev/null 2>&1 || "${ctl[@]}" start >/dev/null 2>&1 || true
+        return 0
+    fi
     [ ${#ctl[@]} -eq 0 ] || "${ctl[@]}" stop >/dev/null 2>&1 || true
     # the emulator is the harness's: a passed run drops its tables (h<run>_*) there
     [ -z "$ddb_direct_uri" ] || [ -z "$ok" ] || [ -n "${HC_FAULT_KEEP:-}" ] ||

@@ -17,6 +17,11 @@
 /* Statements per request group of R1, R2 and R4, and how many of them in flight. */
 #define CASS_GROUP 4096
 #define CASS_IN_FLIGHT 256
+/* How long failed idempotent writes of a committed batch (R4, R5, a recovery) are repeated
+ * before the apply gives up with HC_ERR_TRANSIENT and leaves the claim open for the next R0: a
+ * node that is down fails at once, and stage 2's own back-off should take over soon (a dead
+ * store must show as failed batches within seconds, tests/faults/store_outage.sh). */
+#define CASS_REPEAT_MS 4000
 
 /* ---- helpers ---- */
 
@@ -86,6 +91,9 @@ static int run_many(cass_store_t *cs, hc_cql_stmt_t *const *stmts, size_t n,
     long pause_ms = 50;
     int rc;
 
+    if (deadline_ms > cass_mono_ms() + CASS_REPEAT_MS) {
+        deadline_ms = cass_mono_ms() + CASS_REPEAT_MS;
+    }
     if (status == NULL) {
         snprintf(e->message, sizeof(e->message), "out of memory");
         return HC_CQL_FATAL;
@@ -230,6 +238,9 @@ static hc_err_t write_done(cass_store_t *cs, const char *group, const char *topi
     if (bt == NULL) {
         hc_errstr_set(errstr, errstr_size, "cassandra store: out of memory");
         return HC_ERR_FATAL;
+    }
+    if (deadline_ms > cass_mono_ms() + CASS_REPEAT_MS) {
+        deadline_ms = cass_mono_ms() + CASS_REPEAT_MS;
     }
     for (size_t i = 0; i < n && rc == HC_CQL_OK; i++) {
         hc_cql_stmt_t *stmt = cass_stmt(cs, CASS_Q_DONE_SET);
@@ -674,7 +685,8 @@ static hc_err_t read_bases(cass_store_t *cs, const hc_store_batch_t *b, const si
             hc_cql_bind_text(stmts[i], 0, d->post_id, d->post_id_len);
         }
         before(cs, HC_CASS_R1_BASES);
-        rc = run_many(cs, stmts, m, rows, true, deadline_ms, &e);
+        /* not repeated: nothing is committed yet, stage 2's back-off retries the batch */
+        rc = run_many(cs, stmts, m, rows, false, deadline_ms, &e);
         free_stmts(stmts, m);
         if (rc != HC_CQL_OK) {
             free_rows(rows, m);
@@ -788,7 +800,7 @@ static hc_err_t stage(cass_store_t *cs, const hc_store_batch_t *b, const uint8_t
             hc_cql_stmt_set_idempotent(stmts[i], 1);
         }
         before(cs, HC_CASS_R2_STAGING);
-        rc = run_many(cs, stmts, m, NULL, true, deadline_ms, &e);
+        rc = run_many(cs, stmts, m, NULL, false, deadline_ms, &e);
         free_stmts(stmts, m);
         if (rc != HC_CQL_OK) {
             err = cass_err(rc, &e, "staging", errstr, errstr_size);
