@@ -7,7 +7,8 @@
 #
 # STORE sqlite, redis (appendonly yes, appendfsync everysec), redis_nopersist (no persistence:
 # a killed Redis comes back empty and stage 2 rebuilds it from likes.partials), postgresql or
-# dynamodb (moto's server, an emulator: run under tests/harness/with-servers --dynamodb).
+# dynamodb (moto's server, an emulator: run under tests/harness/with-servers --dynamodb), or
+# cassandra (the harness's node, with-servers --cassandra: SIGKILLed and started again).
 # PROTOCOL classic or consumer (group.protocol=consumer, KIP-848). SECONDS: the stream's and the
 # fault phase's length (135 by default, the long variant; the short one is 45), one round of
 # faults per 45 s. The broker and the store are private servers of the run
@@ -68,7 +69,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ $# -lt 3 ] || [ $# -gt 4 ]; then usage; fi
 store_arg=$2
 protocol=$3
-case "$store_arg" in sqlite | redis | redis_nopersist | postgresql | dynamodb) ;; *) usage ;; esac
+case "$store_arg" in sqlite | redis | redis_nopersist | postgresql | dynamodb | cassandra) ;; *) usage ;; esac
 case "$protocol" in classic | consumer) ;; *) usage ;; esac
 [[ "${4:-135}" =~ ^[1-9][0-9]*$ ]] || usage
 [ "${4:-135}" -ge 40 ] || { say "chaos: SECONDS must be at least 40 (one round of faults)"; exit 2; }
@@ -151,9 +152,18 @@ private_servers() {
         export HC_TEST_DYNAMODB_URI
         ;;
     sqlite) db_file=$work/counts.db ;; # hc_store_uri's file
+    cassandra)
+        # The harness's node (a private one costs another 15-35 s and 1.5 GB; the run keeps to
+        # a keyspace of its own): SIGKILLed and started again like the other servers.
+        sctl=("${HC_TEST_CASSANDRA_CTL:?run under tests/harness/with-servers --cassandra}")
+        ;;
     esac
 }
 private_servers_stop() {
+    if [ "$store_arg" = cassandra ]; then # the harness's node: leave it running
+        "${sctl[@]}" status >/dev/null 2>&1 || "${sctl[@]}" start >/dev/null 2>&1 || true
+        sctl=()
+    fi
     [ ${#sctl[@]} -eq 0 ] || "${sctl[@]}" stop >/dev/null 2>&1 || true
     # a crash costs nothing here: the broker's data goes with the work directory
     [ -z "$bctl" ] || "$bctl" kill >/dev/null 2>&1 || true
