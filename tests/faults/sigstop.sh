@@ -6,7 +6,7 @@
 #   sigstop.sh HOTCOUNT STAGE STORE
 #
 # STAGE stage1, stage2 or both (stage 2's zombie, then stage 1's, in one stream), STORE sqlite,
-# redis or postgresql. Two processes of each stage run (session.timeout.ms=6000); the victim
+# redis, postgresql or cassandra. Two processes of each stage run (session.timeout.ms=6000); the victim
 # (s1-a / s2-a) runs with a long flush.ms (3000 / 20000) so that its window is open for a second
 # or more when it is stopped: once it has finished a window, it is stopped when the next one has
 # been open for 0.8-2.5 s / 0.2-1.0 s (hotcount_unflushed_input_seconds), while events flow.

@@ -78,11 +78,14 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* Runs stmts[0..n) concurrently; when `repeat`, those that failed with a class that a repeat
- * may cure (not applied, or unknown outcome: only for idempotent statements) are sent again
- * until they all pass or deadline_ms (monotonic) passes. rows_out optional, n long. */
+/* Runs stmts[0..n) concurrently; those that failed with a class `repeat` names (not applied:
+ * REPEAT_TRANSIENT, unknown outcome: REPEAT_UNKNOWN; only for idempotent statements) are sent
+ * again until they all pass or deadline_ms (monotonic; at most CASS_REPEAT_MS from now) passes.
+ * rows_out optional, n long. */
+enum { REPEAT_UNKNOWN = 1, REPEAT_TRANSIENT = 2, REPEAT_ALL = 3 };
+
 static int run_many(cass_store_t *cs, hc_cql_stmt_t *const *stmts, size_t n,
-                    hc_cql_rows_t **rows_out, bool repeat, int64_t deadline_ms, hc_cql_error_t *e)
+                    hc_cql_rows_t **rows_out, int repeat, int64_t deadline_ms, hc_cql_error_t *e)
 {
     int *status = calloc(n, sizeof(*status));
     hc_cql_stmt_t **again = NULL;
@@ -91,14 +94,16 @@ static int run_many(cass_store_t *cs, hc_cql_stmt_t *const *stmts, size_t n,
     long pause_ms = 50;
     int rc;
 
-    if (deadline_ms > cass_mono_ms() + CASS_REPEAT_MS) {
-        deadline_ms = cass_mono_ms() + CASS_REPEAT_MS;
-    }
     if (status == NULL) {
         snprintf(e->message, sizeof(e->message), "out of memory");
         return HC_CQL_FATAL;
     }
     rc = hc_cql_execute_many(cs->session, stmts, n, CASS_IN_FLIGHT, status, rows_out, e);
+    /* The repeat budget counts from the first failure: a process stopped (SIGSTOP) while its
+     * requests were out sees them time out when it resumes, and should try again once. */
+    if (deadline_ms > cass_mono_ms() + CASS_REPEAT_MS) {
+        deadline_ms = cass_mono_ms() + CASS_REPEAT_MS;
+    }
     while (rc != HC_CQL_OK && repeat && cass_mono_ms() + pause_ms < deadline_ms) {
         size_t m = 0;
 
@@ -114,7 +119,8 @@ static int run_many(cass_store_t *cs, hc_cql_stmt_t *const *stmts, size_t n,
             if (status[i] == HC_CQL_OK) {
                 continue;
             }
-            if (status[i] != HC_CQL_TRANSIENT && status[i] != HC_CQL_UNKNOWN) {
+            if (!((status[i] == HC_CQL_UNKNOWN && (repeat & REPEAT_UNKNOWN)) ||
+                  (status[i] == HC_CQL_TRANSIENT && (repeat & REPEAT_TRANSIENT)))) {
                 m = 0;
                 break;
             }
@@ -207,7 +213,7 @@ static hc_err_t write_counts(cass_store_t *cs, const count_write_t *w, size_t n,
             before(cs, HC_CASS_R4_COUNTS);
         }
         if (rc == HC_CQL_OK) {
-            rc = run_many(cs, stmts, m, NULL, true, deadline_ms, &e);
+            rc = run_many(cs, stmts, m, NULL, REPEAT_ALL, deadline_ms, &e);
         } else {
             snprintf(e.message, sizeof(e.message), "a post id that is not text");
         }
@@ -455,7 +461,7 @@ static hc_err_t recover(cass_store_t *cs, const char *group, const char *topic, 
         hc_cql_bind_uuid(stmts[i], 0, cl->batch);
         hc_cql_bind_int32(stmts[i], 1, (int32_t)i);
     }
-    rc = nparts > 0 ? run_many(cs, stmts, nparts, rows, true, deadline_ms, &e) : HC_CQL_OK;
+    rc = nparts > 0 ? run_many(cs, stmts, nparts, rows, REPEAT_ALL, deadline_ms, &e) : HC_CQL_OK;
     if (rc != HC_CQL_OK) {
         err = cass_err(rc, &e, "staged parts read (recovering an open claim)", errstr, errstr_size);
         goto out;
@@ -685,8 +691,10 @@ static hc_err_t read_bases(cass_store_t *cs, const hc_store_batch_t *b, const si
             hc_cql_bind_text(stmts[i], 0, d->post_id, d->post_id_len);
         }
         before(cs, HC_CASS_R1_BASES);
-        /* not repeated: nothing is committed yet, stage 2's back-off retries the batch */
-        rc = run_many(cs, stmts, m, rows, false, deadline_ms, &e);
+        /* a refusal is not repeated (nothing is committed yet: stage 2's back-off retries the
+         * batch), a timeout is, within CASS_REPEAT_MS (a process resumed from SIGSTOP sees its
+         * first requests time out at once) */
+        rc = run_many(cs, stmts, m, rows, REPEAT_UNKNOWN, deadline_ms, &e);
         free_stmts(stmts, m);
         if (rc != HC_CQL_OK) {
             free_rows(rows, m);
@@ -800,7 +808,7 @@ static hc_err_t stage(cass_store_t *cs, const hc_store_batch_t *b, const uint8_t
             hc_cql_stmt_set_idempotent(stmts[i], 1);
         }
         before(cs, HC_CASS_R2_STAGING);
-        rc = run_many(cs, stmts, m, NULL, false, deadline_ms, &e);
+        rc = run_many(cs, stmts, m, NULL, REPEAT_UNKNOWN, deadline_ms, &e);
         free_stmts(stmts, m);
         if (rc != HC_CQL_OK) {
             err = cass_err(rc, &e, "staging", errstr, errstr_size);
