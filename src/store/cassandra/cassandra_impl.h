@@ -4,7 +4,9 @@
  *
  *   cassandra_uri.c  the URI (hc_cass_uri_parse)
  *   cassandra.c      descriptor, open/close, schema (`hotcount init`), errors, statements
- *   cass_commit.c    apply (R0-R5) and the recovery of open claims
+ *   cass_commit.c    apply (R0-R5)
+ *   cass_recover.c   the claims read and the recovery of open claims
+ *   cass_exec.c      request groups, repeats, the count and done writes
  *   cass_read.c      read_offsets, get, top, foreach, identity
  *   cass_cache.c     the count cache (R1 reads only the posts it does not hold)
  *
@@ -175,13 +177,54 @@ int64_t cass_mono_ms(void);
 bool cass_is_text(const char *s, size_t len);
 void cass_known_clear(cass_store_t *cs);
 
-/* cass_commit.c */
+/* cass_exec.c: requests */
+enum { CASS_REPEAT_UNKNOWN = 1, CASS_REPEAT_TRANSIENT = 2, CASS_REPEAT_ALL = 3 };
+/* One count write: the post and its new absolute count. */
+typedef struct cass_count_write {
+    const char *id;
+    size_t len;
+    int64_t count;
+} cass_count_write_t;
+
+void cass_put_be64(uint8_t *p, uint64_t v);
+uint64_t cass_get_be64(const uint8_t *p);
+/* Statements per request group (the test seam may lower it). */
+size_t cass_group_size(const cass_store_t *cs);
+/* The test seam: before each request group; after it (true: the apply stops there). */
+void cass_before(cass_store_t *cs, hc_cass_step_t step);
+bool cass_stopped(cass_store_t *cs, hc_cass_step_t step, size_t *k, char *errstr,
+                  size_t errstr_size);
+/* Runs stmts[0..n) concurrently; those that failed with a class `repeat` names (not applied:
+ * CASS_REPEAT_TRANSIENT, unknown outcome: CASS_REPEAT_UNKNOWN; only idempotent statements)
+ * are sent again until they all pass or deadline_ms (monotonic; at most 4 s after the first
+ * failure) passes. rows_out optional, n long. Returns the driver's status. */
+int cass_run_many(cass_store_t *cs, hc_cql_stmt_t *const *stmts, size_t n, hc_cql_rows_t **rows_out,
+                  int repeat, int64_t deadline_ms, hc_cql_error_t *e);
+void cass_free_stmts(hc_cql_stmt_t **stmts, size_t n);
+void cass_free_rows(hc_cql_rows_t **rows, size_t n); /* and sets each to NULL */
+/* R4: w[0..n) at timestamp ts, in groups, repeated as cass_run_many says. k: the apply's
+ * request groups for the test seam, NULL in a recovery (no hooks there); b: for on_progress,
+ * or NULL. */
+hc_err_t cass_write_counts(cass_store_t *cs, const cass_count_write_t *w, size_t n, int64_t ts,
+                           int64_t now_ms, int64_t deadline_ms, size_t *k,
+                           const hc_store_batch_t *b, char *errstr, size_t errstr_size);
+/* R5: the done rows of parts[0..n), seq[i] each, at ts: one single-partition unlogged batch. */
+hc_err_t cass_write_done(cass_store_t *cs, const char *group, const char *topic,
+                         const int32_t *parts, const int64_t *seq, size_t n, int64_t ts,
+                         int64_t deadline_ms, char *errstr, size_t errstr_size);
+
+/* cass_recover.c */
+/* Every claim row of (group, topic), read at the serial consistency (which completes any Paxos
+ * round in flight), with its done seq: *out malloc'd, the caller frees. */
+hc_err_t cass_read_claims(cass_store_t *cs, const char *group, const char *topic,
+                          cass_claim_t **out, size_t *count, char *errstr, size_t errstr_size);
 /* R0 and the recovery: reads every claim of (group, topic) at the serial consistency and the
  * done rows, finishes each open claim of the partitions listed (all when partitions is NULL),
  * and fills *claims_out (malloc'd, the caller frees) with every claim row as it now stands. */
 hc_err_t cass_settle(cass_store_t *cs, const char *group, const char *topic,
                      const int32_t *partitions, size_t count, cass_claim_t **claims_out,
                      size_t *claims_count, char *errstr, size_t errstr_size);
+/* cass_commit.c */
 hc_err_t cass_apply(hc_store_t *st, const hc_store_batch_t *batch, char *errstr,
                     size_t errstr_size);
 
