@@ -48,15 +48,6 @@ size_t hc_store_top_finish(hc_store_top_t *top);
 
 /* ---- hashes ---- */
 
-/* FNV-1a 64-bit (hotcount/fnv.h) under the names DynamoDB's batch id still calls it by; new
- * code calls hc_fnv1a64. Unkeyed: for ids compared for equality, never to index a table keyed
- * by untrusted input (tests/hostile/hash_seeding.py fails on such a use). */
-#define HC_STORE_FNV1A64_BASIS HC_FNV1A64_BASIS
-static inline uint64_t hc_store_fnv1a64(uint64_t h, const void *data, size_t len)
-{
-    return hc_fnv1a64(h, data, len);
-}
-
 /* SipHash-1-3 of a post id under the process key (hotcount/siphash.h): the hash for any table
  * of ours keyed by ids, which come from producers and writers of likes.partials. Never 0, so
  * that 0 can mark an empty slot. Differs from process to process: never persist it. */

@@ -41,11 +41,10 @@ KNOWN_UNKEYED = {
     ("src/serve/serve_http.c", "etag_add"):
         "an ETag over an answer serve computed itself; compared for equality, never a table "
         "index",
-    ("src/store/store_util.h", "hc_store_fnv1a64"):
-        "only DynamoDB's batch id (ddb_batch_init: two FNV-1a 64 over group, topic, offsets and "
+    ("src/store/dynamodb/ddb_http.c", "ddb_hash_bytes"):
+        "DynamoDB's batch id (ddb_batch_init: two FNV-1a 64 over group, topic, offsets and "
         "deltas), a name compared for equality and sent to DynamoDB, never a table index; it "
         "must be the same in every process, which a per-process key would break",
-    ("src/store/dynamodb/ddb_http.c", "ddb_hash_bytes"): "the same batch id, fed",
     ("src/store/dynamodb/ddb_http.c", "ddb_rand64"):
         "a fallback seed when getrandom(2) fails (a golden-ratio multiplier of the clock), for "
         "transaction tokens; it hashes no input and indexes no table",
@@ -65,7 +64,7 @@ KNOWN_PENDING_TABLES = {
 UNKEYED = re.compile(
     r"2166136261|16777619\b|0x811c9dc5|0x01000193|14695981039346656037|1099511628211|"
     r"0xcbf29ce484222325|0x100000001b3|\bhc_fnv1a32\s*\(|2654435769|0x9e3779b9|"
-    r"11400714819323198485|0x5bd1e995|0xcc9e2d51|\b5381\b|\bhc_store_fnv1a64\s*\(|\bhc_fnv1a64\s*\(", re.I)
+    r"11400714819323198485|0x5bd1e995|0xcc9e2d51|\b5381\b|\bhc_fnv1a64\s*\(", re.I)
 TABLE_INDEX = re.compile(
     r"&\s*\(\s*[\w>.-]*(cap|mask|size|slots|buckets|len)\w*\s*-\s*1\s*\)|"
     r"&\s*[\w>.-]*mask\b|%\s*[\w>.-]*(cap|buckets|nslots|slots)\b", re.I)

@@ -100,17 +100,6 @@ static void top_holds_fewer_rows_than_n(void **state)
     assert_string_equal(best[1].post_id, "a");
 }
 
-static void fnv1a64_matches_the_published_vectors(void **state)
-{
-    (void)state;
-    assert_true(hc_store_fnv1a64(HC_STORE_FNV1A64_BASIS, "", 0) == 0xcbf29ce484222325ULL);
-    assert_true(hc_store_fnv1a64(HC_STORE_FNV1A64_BASIS, "a", 1) == 0xaf63dc4c8601ec8cULL);
-    assert_true(hc_store_fnv1a64(HC_STORE_FNV1A64_BASIS, "foobar", 6) == 0x85944171f73967e8ULL);
-    /* continuing a hash is hashing the concatenation */
-    assert_true(hc_store_fnv1a64(hc_store_fnv1a64(HC_STORE_FNV1A64_BASIS, "foo", 3), "bar", 3) ==
-                0x85944171f73967e8ULL);
-}
-
 static void seen_reports_each_id_once_across_growth(void **state)
 {
     hc_store_seen_t seen = {0};
@@ -210,7 +199,6 @@ int main(void)
         cmocka_unit_test(merge_refuses_an_overflowing_sum),
         cmocka_unit_test(top_keeps_the_best_n_in_rank_order),
         cmocka_unit_test(top_holds_fewer_rows_than_n),
-        cmocka_unit_test(fnv1a64_matches_the_published_vectors),
         cmocka_unit_test(seen_reports_each_id_once_across_growth),
         cmocka_unit_test(seen_resists_ids_colliding_under_fnv1a64),
         cmocka_unit_test(percent_decode_decodes_and_refuses_broken_escapes),

@@ -14,6 +14,7 @@
 
 #include "cassandra_impl.h"
 #include "hotcount/timeouts.h"
+#include "hotcount/utf8.h"
 
 #define CASS_URI_FORM "cassandra://[user[:password]@]host[:port][,host...]/KEYSPACE[?options]"
 /* One request's bound: a count write or a base read answers in milliseconds; a Paxos round
@@ -87,45 +88,7 @@ int64_t cass_mono_ms(void)
 
 bool cass_is_text(const char *str, size_t len)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-
-    while (i < len) {
-        size_t more;
-        uint32_t cp;
-
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        if (s[i] >= 0xc2 && s[i] <= 0xdf) {
-            more = 1;
-            cp = s[i] & 0x1fu;
-        } else if (s[i] >= 0xe0 && s[i] <= 0xef) {
-            more = 2;
-            cp = s[i] & 0x0fu;
-        } else if (s[i] >= 0xf0 && s[i] <= 0xf4) {
-            more = 3;
-            cp = s[i] & 0x07u;
-        } else {
-            return false;
-        }
-        if (len - i - 1 < more) {
-            return false;
-        }
-        for (size_t k = 1; k <= more; k++) {
-            if ((s[i + k] & 0xc0) != 0x80) {
-                return false;
-            }
-            cp = cp << 6 | (s[i + k] & 0x3fu);
-        }
-        if ((more == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-            (more == 3 && (cp < 0x10000 || cp > 0x10ffff))) {
-            return false;
-        }
-        i += more + 1;
-    }
-    return true;
+    return hc_utf8_valid(str, len); /* what a CQL text value must be */
 }
 
 hc_err_t cass_err(int status, const hc_cql_error_t *e, const char *what, char *errstr,

@@ -103,7 +103,7 @@ void ddb_marker_key_of(ddb_batch_t *b, const char *group, const char *topic)
 hc_err_t ddb_batch_init(ddb_store_t *ds, ddb_batch_t *b, const hc_store_batch_t *in, char *errstr,
                         size_t errstr_size)
 {
-    hash2_t h = {HC_STORE_FNV1A64_BASIS, 0x84222325cbf29ce4ULL};
+    hash2_t h = {HC_FNV1A64_BASIS, 0x84222325cbf29ce4ULL};
     size_t i;
 
     memset(b, 0, sizeof(*b));

@@ -82,8 +82,8 @@ uint64_t ddb_rand64(void)
 
 void ddb_hash_bytes(hash2_t *h, const void *data, size_t len)
 {
-    h->a = hc_store_fnv1a64(h->a, data, len);
-    h->b = hc_store_fnv1a64(h->b, data, len);
+    h->a = hc_fnv1a64(h->a, data, len);
+    h->b = hc_fnv1a64(h->b, data, len);
 }
 
 void ddb_hash_i64(hash2_t *h, int64_t v)
