@@ -41,7 +41,8 @@ RANDOM=$seed
 HCF_TILING=1
 hcf_init sigstop "$1" "$store_kind"
 hcf_deadline "${HC_FAULT_TIMEOUT:-$((seconds + 120))}"
-victim_flush_ms=3000
+victim_flush_ms=3000   # stage 1's victim
+victim2_flush_ms=20000 # stage 2's (below)
 
 holds_all() { [ "$(assigned "$1")" -eq "$2" ]; }
 open_past() { # id ms: its open window has waited at least ms for its flush
@@ -65,7 +66,7 @@ start_stage stage1 s1-b
 # stage 2's victim: its window closes flush.ms/10 after its first partial (src/core/window.c),
 # so flush.ms=20000 keeps one open for 2 s, a margin of a second or more past the aim below
 # for the metrics read and the SIGSTOP on a loaded machine
-start_stage stage2 s2-a -X flush.ms=$((victim_flush_ms * 20 / 3))
+start_stage stage2 s2-a -X flush.ms=$victim2_flush_ms
 start_stage stage2 s2-b
 wait_all_assigned s1-a s1-b s2-a s2-b
 say "sigstop $which $store_kind: $events events at $rate/s (~$seconds s), seed $seed, run $run"
