@@ -1,3 +1,8 @@
+-- A frozen copy of src/store/redis/commit.lua as it was before the top index (issue 25,
+-- item 5): redis_commit_diff.py runs random batches through it and the current script and
+-- requires the same counts, offsets and replies. Not built into the product; never edit it to
+-- follow the product script.
+--
 -- The Redis store's commit script (src/store/redis/redis_commit.c runs it with EVALSHA; it is
 -- compiled in by CMake, as web/live.html is). See src/store/redis/redis.c's file comment.
 -- Arguments:
