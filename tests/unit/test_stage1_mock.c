@@ -597,6 +597,34 @@ static void unusable_producer_at_an_abort_is_renewed(void **state)
     assert_int_equal(hc_metric_get(f->metrics.events_ok), EVENTS);
 }
 
+/* Runs the stage until `want` events are committed, its log at INFO into log (NUL-terminated),
+ * and requires a clean run. */
+static void run_logged(fixture_t *f, int64_t want, char *log, size_t log_size)
+{
+    char path[] = "/tmp/hc-s1mock-log.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    hc_log_setup(HC_LOG_INFO, HC_LOG_TEXT);
+    hc_log_set_fd(fd);
+    start(f);
+    bool committed = wait_committed(f, want);
+    finish(f);
+    hc_log_set_fd(2);
+    const char *level = getenv("HC_TEST_LOG");
+    hc_log_setup(level && strcmp(level, "info") == 0 ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
+    ssize_t n = pread(fd, log, log_size - 1, 0);
+    close(fd);
+    unlink(path);
+    if (!committed || f->run_err != HC_OK) {
+        print_steps(f);
+        print_message("run: %s\n", f->run_errstr);
+    }
+    assert_true(committed);
+    assert_int_equal(f->run_err, HC_OK);
+    assert_true(n > 0);
+    log[n] = 0;
+}
+
 /* The partitions have records and the group no committed offset for them (the mock keeps none),
  * which is also what a committed-offset fetch answered once for partitions that had one, right
  * after a broker restart (docs/RELIABILITY.md, F3: 68 000 events read a second time). Stage 1
@@ -610,30 +638,9 @@ static void unconfirmed_start_waits_for_the_answers_to_agree(void **state)
     fixture_t *f = *state;
     f->confirm_answers = 0; /* the default: 6 */
     assert_int_equal(f->cfg.timeouts.committed_read_attempts, 6);
-    char path[] = "/tmp/hc-s1mock-log.XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    hc_log_setup(HC_LOG_INFO, HC_LOG_TEXT);
-    hc_log_set_fd(fd);
-    start(f);
-    bool committed = wait_committed(f, EVENTS);
-    finish(f);
-    hc_log_set_fd(2);
-    const char *level = getenv("HC_TEST_LOG");
-    hc_log_setup(level && strcmp(level, "info") == 0 ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
-    if (!committed || f->run_err != HC_OK) {
-        print_steps(f);
-        print_message("run: %s\n", f->run_errstr);
-    }
-    assert_true(committed);
-    assert_int_equal(f->run_err, HC_OK);
-    /* both partitions: started at the first record after six reads said none */
     char log[65536];
-    ssize_t n = pread(fd, log, sizeof(log) - 1, 0);
-    close(fd);
-    unlink(path);
-    assert_true(n > 0);
-    log[n] = 0;
+    run_logged(f, EVENTS, log, sizeof(log));
+    /* both partitions: started at the first record after six reads said none */
     int confirmed = 0;
     for (const char *at = log; (at = strstr(at, "start_offset ")) != NULL; at++) {
         const char *eol = strchr(at, '\n');
@@ -741,29 +748,8 @@ static void committed_offset_out_of_the_log_starts_at_the_first_record_and_says_
     rd_kafka_consumer_close(cons);
     rd_kafka_destroy(cons);
 
-    char path[] = "/tmp/hc-s1mock-log.XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    hc_log_setup(HC_LOG_INFO, HC_LOG_TEXT);
-    hc_log_set_fd(fd);
-    start(f);
-    bool committed = wait_committed(f, high1);
-    finish(f);
-    hc_log_set_fd(2);
-    const char *level = getenv("HC_TEST_LOG");
-    hc_log_setup(level && strcmp(level, "info") == 0 ? HC_LOG_INFO : HC_LOG_ERROR, HC_LOG_TEXT);
-    if (!committed || f->run_err != HC_OK) {
-        print_steps(f);
-        print_message("run: %s\n", f->run_errstr);
-    }
-    assert_true(committed);
-    assert_int_equal(f->run_err, HC_OK);
     char log[65536];
-    ssize_t n = pread(fd, log, sizeof(log) - 1, 0);
-    close(fd);
-    unlink(path);
-    assert_true(n > 0);
-    log[n] = 0;
+    run_logged(f, high1, log, sizeof(log));
     char start0[64], start1[64];
     snprintf(start0, sizeof(start0), "log_start=%" PRId64 " ", low0);
     snprintf(start1, sizeof(start1), "log_end=%" PRId64 " ", high1);
