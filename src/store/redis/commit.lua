@@ -260,6 +260,10 @@ end
 local KEEP = 10
 local kept = {}
 local ks, absent = {}, {}
+-- incr_only: a post may be listed twice, so a delta is checked against its count plus the
+-- post's deltas before it in the batch, every total its INCRBYs pass through (a post listed
+-- twice whose deltas overflow only together would otherwise fail half way through the writes).
+local sofar = incr_only and {} or nil
 
 -- Checks one part (its deltas start at batch index base): every count absent or an integer,
 -- every new total within 9e18. Fills news (the total, or false: INCRBY it). Returns a refusal
@@ -289,7 +293,13 @@ local function check(kv, n, base, news)
         na = na + 1 -- absent, or another type: MGET answers nil to both
         absent[na] = ks[i - c + 1]
       end
-      local s = old + kv[2 * i] -- a delta packed as a string is converted (incr_only)
+      local s = kv[2 * i] -- a delta packed as a string is converted (incr_only)
+      if sofar then
+        local key = kv[2 * i - 1]
+        s = (sofar[key] or 0) + s
+        sofar[key] = s
+      end
+      s = old + s
       if s > LIMIT or s < -LIMIT then
         bad, why = i, 'overflow'
         break
@@ -350,7 +360,9 @@ for p = 0, staged do
     kept[p] = nil
   else
     kv, news = part(p), {}
-    check(kv, #kv / 2, 0, news) -- passed once already; nothing has changed its counts since
+    if not incr_only then -- incr_only needs no totals (and earlier parts may have its posts)
+      check(kv, #kv / 2, 0, news) -- passed once already; nothing has changed its counts since
+    end
   end
   -- An index not full yet (an empty store's first batch) would take every post that beats its
   -- lowest member, which rises only as it is trimmed: thousands of posts entering only to
