@@ -403,9 +403,12 @@ def write(out, meta, results, failures):
         if meta["smoke"] and s is not None:
             verdict = "(smoke: not judged)"
         L.append(f"| {what} | {shown} | {target} | {verdict} | {note} |")
-    reading = os.path.join(resdir, "reading.md")
-    if os.path.exists(reading):
-        L += ["", open(reading).read().strip()]
+    # The run's own reading (hand-written after it), then the focused measurements that
+    # outlive a run (studies.md: each names its own command, commit and date).
+    for name in ("reading.md", "studies.md"):
+        path = os.path.join(resdir, name)
+        if os.path.exists(path):
+            L += ["", open(path).read().strip()]
     L += ["", "## Workload", ""]
     L.append("| name | topic | events | posts | Zipf s | celebrity likes | mean value bytes |")
     L.append("|---|---|---|---|---|---|---|")
