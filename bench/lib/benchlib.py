@@ -122,21 +122,31 @@ def pg_server_pid():
 def pg_server_cpu_s(postmaster):
     """Every CPU-second PostgreSQL has used so far: the postmaster's own, its exited children's
     (a backend per connection: the kernel adds a child's CPU to cutime/cstime when the
-    postmaster reaps it) and its live children's (backends, WAL writer, checkpointer...)."""
-    with open(f"/proc/{postmaster}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    total = sum(int(x) for x in fields[11:15]) / CLK_TCK
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                child = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(child[1]) == postmaster:
-            total += (int(child[11]) + int(child[12])) / CLK_TCK
-    return total
+    postmaster reaps it) and its live children's (backends, WAL writer, checkpointer...).
+    A child reaped while the live ones are being read would be in neither sum (a baseline
+    whose backend exits just as it ends measured no CPU at all, 2026-12-05), so the reading is
+    retried until the postmaster's reaped total is the same before and after it."""
+    def own():
+        with open(f"/proc/{postmaster}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return [int(x) for x in fields[11:15]]
+
+    for _ in range(100):
+        before = own()
+        live = 0
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    child = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(child[1]) == postmaster:
+                live += int(child[11]) + int(child[12])
+        if own()[2:] == before[2:]:
+            return (sum(before) + live) / CLK_TCK
+    sys.exit("pg_server_cpu_s: the postmaster kept reaping children while it was read")
 
 
 def servers_cpu_s(pids):
