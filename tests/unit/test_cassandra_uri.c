@@ -34,6 +34,68 @@ static void parse_ok(const char *uri, hc_cass_uri_t *u)
     }
 }
 
+/* hc_cass_consistency_check: ONE and LOCAL_ONE only where one replica (in all, or in every
+ * datacenter) holds each row; the QUORUM levels and ALL at any replication. */
+static const char *const SIMPLE1 =
+    "{\"replication\": {\"class\": \"org.apache.cassandra.locator.SimpleStrategy\", "
+    "\"replication_factor\": \"1\"}}";
+static const char *const SIMPLE3 =
+    "{\"replication\": {\"class\": \"org.apache.cassandra.locator.SimpleStrategy\", "
+    "\"replication_factor\": \"3\"}}";
+static const char *const NTS_1_1 =
+    "{\"replication\": {\"class\": "
+    "\"org.apache.cassandra.locator.NetworkTopologyStrategy\", \"dc1\": \"1\", \"dc2\": "
+    "\"1\"}}";
+static const char *const NTS_3 =
+    "{\"replication\": {\"class\": "
+    "\"org.apache.cassandra.locator.NetworkTopologyStrategy\", \"dc1\": \"3\"}}";
+static const char *const TRANSIENT =
+    "{\"replication\": {\"class\": "
+    "\"org.apache.cassandra.locator.NetworkTopologyStrategy\", \"dc1\": \"3/1\"}}";
+
+static hc_err_t check(int consistency, const char *json, char *errstr, size_t size)
+{
+    errstr[0] = '\0';
+    return hc_cass_consistency_check(consistency, "likes", json, errstr, size);
+}
+
+static void consistency_one_only_with_one_replica(void **state)
+{
+    char errstr[512];
+
+    (void)state;
+    assert_int_equal(check(HC_CQL_ONE, SIMPLE1, errstr, sizeof(errstr)), HC_OK);
+    assert_int_equal(check(HC_CQL_LOCAL_ONE, SIMPLE1, errstr, sizeof(errstr)), HC_OK);
+    assert_int_equal(check(HC_CQL_LOCAL_ONE, NTS_1_1, errstr, sizeof(errstr)), HC_OK);
+
+    assert_int_equal(check(HC_CQL_ONE, SIMPLE3, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "consistency=one on keyspace likes"));
+    assert_non_null(strstr(errstr, "local_quorum"));
+    assert_int_equal(check(HC_CQL_LOCAL_ONE, NTS_3, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "consistency=local_one"));
+    /* one replica in each of two datacenters: two in all */
+    assert_int_equal(check(HC_CQL_ONE, NTS_1_1, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    /* not a count: not provably one replica */
+    assert_int_equal(check(HC_CQL_ONE, TRANSIENT, errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_int_equal(check(HC_CQL_ONE, "{}", errstr, sizeof(errstr)), HC_ERR_INVALID);
+    assert_non_null(strstr(errstr, "unreadable"));
+    assert_int_equal(check(HC_CQL_ONE, "not json", errstr, sizeof(errstr)), HC_ERR_INVALID);
+}
+
+static void quorum_levels_at_any_replication(void **state)
+{
+    static const int levels[] = {HC_CQL_LOCAL_QUORUM, HC_CQL_QUORUM, HC_CQL_EACH_QUORUM,
+                                 HC_CQL_ALL};
+    char errstr[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+        assert_int_equal(check(levels[i], SIMPLE3, errstr, sizeof(errstr)), HC_OK);
+        assert_int_equal(check(levels[i], NTS_3, errstr, sizeof(errstr)), HC_OK);
+        assert_int_equal(check(levels[i], "not json", errstr, sizeof(errstr)), HC_OK);
+    }
+}
+
 static void defaults_for_the_shortest_uri(void **state)
 {
     hc_cass_uri_t u;
@@ -271,6 +333,8 @@ int main(void)
         cmocka_unit_test(longest_keyspace_passes),
         cmocka_unit_test(password_file_and_uri_password_refused),
         cmocka_unit_test(user_without_password_refused),
+        cmocka_unit_test(consistency_one_only_with_one_replica),
+        cmocka_unit_test(quorum_levels_at_any_replication),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

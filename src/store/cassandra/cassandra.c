@@ -177,6 +177,62 @@ static void cass_close(hc_store_t *st)
     free(cs);
 }
 
+/* Refuses a consistency whose reads could miss an acknowledged write on this keyspace
+ * (hc_cass_consistency_check). Nothing to check before the keyspace exists: init checks again
+ * once it has created it. */
+static hc_err_t check_consistency(cass_store_t *cs, char *errstr, size_t errstr_size)
+{
+    hc_cql_prepared_t *p = NULL;
+    hc_cql_stmt_t *stmt;
+    hc_cql_rows_t *rows = NULL;
+    hc_cql_error_t e;
+    hc_err_t err = HC_OK;
+    int rc;
+
+    if (cs->uri.consistency != HC_CQL_ONE && cs->uri.consistency != HC_CQL_LOCAL_ONE) {
+        return HC_OK;
+    }
+    rc = hc_cql_prepare(
+        cs->session, "SELECT JSON replication FROM system_schema.keyspaces WHERE keyspace_name = ?",
+        &p, &e);
+    if (rc != HC_CQL_OK) {
+        return cass_err(rc, &e, "replication", errstr, errstr_size);
+    }
+    stmt = hc_cql_stmt_new(p);
+    if (stmt == NULL) {
+        hc_cql_prepared_free(p);
+        hc_errstr_set(errstr, errstr_size, "cassandra store: out of memory");
+        return HC_ERR_FATAL;
+    }
+    hc_cql_bind_text(stmt, 0, cs->uri.keyspace, strlen(cs->uri.keyspace));
+    hc_cql_stmt_set_consistency(stmt, HC_CQL_ONE); /* system_schema is local to each node */
+    hc_cql_stmt_set_timeout_ms(stmt, cs->statement_ms);
+    rc = hc_cql_execute(cs->session, stmt, &rows, &e);
+    if (rc != HC_CQL_OK) {
+        err = cass_err(rc, &e, "replication", errstr, errstr_size);
+    } else if (hc_cql_rows_count(rows) > 0) {
+        const uint8_t *json;
+        size_t len;
+        char *text;
+
+        if (hc_cql_rows_bytes(rows, 0, 0, &json, &len) != HC_CQL_OK ||
+            (text = strndup((const char *)json, len)) == NULL) {
+            hc_errstr_set(errstr, errstr_size,
+                          "cassandra store: the replication of keyspace %s is unreadable",
+                          cs->uri.keyspace);
+            err = HC_ERR_FATAL;
+        } else {
+            err = hc_cass_consistency_check(cs->uri.consistency, cs->uri.keyspace, text, errstr,
+                                            errstr_size);
+            free(text);
+        }
+    }
+    hc_cql_rows_free(rows);
+    hc_cql_stmt_free(stmt);
+    hc_cql_prepared_free(p);
+    return err;
+}
+
 static hc_err_t cass_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr,
                           size_t errstr_size)
 {
@@ -241,6 +297,10 @@ static hc_err_t cass_open(const hc_config_t *cfg, hc_store_t **stp, char *errstr
         err = cass_err(rc, &e, "connect", errstr, errstr_size);
         /* Bad credentials or a certificate: a configuration mistake, as on the other stores. */
         err = rc == HC_CQL_AUTH || rc == HC_CQL_INVALID ? HC_ERR_INVALID : err;
+        goto fail_close;
+    }
+    err = check_consistency(cs, errstr, errstr_size);
+    if (err != HC_OK) {
         goto fail_close;
     }
     /* The statements need the tables: prepared at the first call that needs them (init may be
@@ -331,6 +391,10 @@ static hc_err_t cass_init_schema(hc_store_t *st, char *errstr, size_t errstr_siz
         rc = hc_cql_query(cs->session, cql, &e);
         if (rc != HC_CQL_OK) {
             return cass_err(rc, &e, "create keyspace", errstr, errstr_size);
+        }
+        err = check_consistency(cs, errstr, errstr_size); /* open found no keyspace to check */
+        if (err != HC_OK) {
+            return err;
         }
     }
     for (size_t i = 0; i < sizeof(cass_tables) / sizeof(cass_tables[0]); i++) {

@@ -39,7 +39,8 @@ typedef enum hc_cass_replication_kind {
 /* What `cassandra://[user[:password]@]host[:port][,host[:port]...]/KEYSPACE[?options]` says.
  * Options (each at most once; an unknown one is an error naming it, never its value):
  *   tls=0|1, tls_verify=0|1 (default 1), tls_ca=PATH, tls_cert=PATH, tls_key=PATH
- *   consistency=local_quorum|quorum|each_quorum|all|local_one|one (default local_quorum)
+ *   consistency=local_quorum|quorum|each_quorum|all|local_one|one (default local_quorum;
+ *     one and local_one only on a keyspace with one replica: hc_cass_consistency_check)
  *   serial_consistency=local_serial|serial (default local_serial)
  *   local_dc=NAME (routing stays in that datacenter)
  *   replication=simple:N | DC:N[,DC:N...] (for `hotcount init` only: SimpleStrategy only when
@@ -71,6 +72,17 @@ typedef struct hc_cass_uri {
  * *u holds nothing to free. */
 hc_err_t hc_cass_uri_parse(const char *uri, hc_cass_uri_t *u, char *errstr, size_t errstr_size);
 void hc_cass_uri_fini(hc_cass_uri_t *u); /* accepts a zeroed or parsed u */
+
+/* Whether the protocol's reads see every acknowledged write when they and the writes run at
+ * `consistency` on a keyspace replicated as replication_json says (the row of `SELECT JSON
+ * replication FROM system_schema.keyspaces`: {"replication": {"class": ..., "replication_factor"
+ * or one key per datacenter: "N"}}). A read and a write at one level overlap when the level
+ * covers more than half of the replicas it counts: the QUORUM levels and ALL always; ONE only
+ * when the keyspace keeps one replica in all, LOCAL_ONE only when it keeps at most one in every
+ * datacenter (R1's base read at ONE on RF 3 could miss the last write and lose its likes).
+ * HC_OK, or HC_ERR_INVALID with the reason in errstr (also when the map cannot be read). */
+hc_err_t hc_cass_consistency_check(int consistency, const char *keyspace,
+                                   const char *replication_json, char *errstr, size_t errstr_size);
 
 /* ---- the handle ---- */
 

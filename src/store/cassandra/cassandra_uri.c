@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "cassandra_impl.h"
 #include "hc_cql.h"
 #include "store_util.h"
@@ -422,4 +424,76 @@ fail_oom:
     hc_errstr_set(errstr, errstr_size, "cassandra store: out of memory");
     hc_cass_uri_fini(u);
     return HC_ERR_FATAL;
+}
+
+/* One replica count of the replication map ("3"); -1 when it is not a count. */
+static long replica_count(json_t *v)
+{
+    const char *s = json_string_value(v);
+    char *end;
+    long n;
+
+    if (s == NULL || !isdigit((unsigned char)s[0])) {
+        return -1;
+    }
+    errno = 0;
+    n = strtol(s, &end, 10);
+    return errno != 0 || *end != '\0' || n > 1000 ? -1 : n;
+}
+
+hc_err_t hc_cass_consistency_check(int consistency, const char *keyspace,
+                                   const char *replication_json, char *errstr, size_t errstr_size)
+{
+    json_t *root;
+    json_t *map;
+    json_t *v;
+    const char *key;
+    const char *cls;
+    long total = 0;
+    long most = 0;
+    hc_err_t err = HC_OK;
+
+    if (consistency != HC_CQL_ONE && consistency != HC_CQL_LOCAL_ONE) {
+        return HC_OK; /* the QUORUM levels and ALL overlap with themselves at any replication */
+    }
+    root = json_loads(replication_json, 0, NULL);
+    map = json_object_get(root, "replication");
+    cls = json_string_value(json_object_get(map, "class"));
+    if (cls == NULL) {
+        hc_errstr_set(errstr, errstr_size,
+                      "cassandra store: the replication of keyspace %s is unreadable: "
+                      "consistency=%s needs it to be one replica",
+                      keyspace, consistency == HC_CQL_ONE ? "one" : "local_one");
+        json_decref(root);
+        return HC_ERR_INVALID;
+    }
+    json_object_foreach(map, key, v)
+    {
+        long n;
+
+        if (strcmp(key, "class") == 0) {
+            continue;
+        }
+        /* SimpleStrategy: replication_factor; NetworkTopologyStrategy: one count per
+         * datacenter. A non-count value (a transient-replica "3/1") is refused below. */
+        n = replica_count(v);
+        if (n < 0) {
+            total = most = 1000;
+            break;
+        }
+        total += n;
+        most = n > most ? n : most;
+    }
+    if ((consistency == HC_CQL_ONE && total > 1) || (consistency == HC_CQL_LOCAL_ONE && most > 1)) {
+        hc_errstr_set(errstr, errstr_size,
+                      "cassandra store: consistency=%s on keyspace %s, which keeps more than one "
+                      "replica of each row: a read at %s may miss a write another replica "
+                      "acknowledged, and a count built on it would lose likes; use local_quorum "
+                      "(the default) or quorum",
+                      consistency == HC_CQL_ONE ? "one" : "local_one", keyspace,
+                      consistency == HC_CQL_ONE ? "ONE" : "LOCAL_ONE");
+        err = HC_ERR_INVALID;
+    }
+    json_decref(root);
+    return err;
 }
