@@ -174,8 +174,29 @@ private_servers_stop() {
 # --- the run's record: the seed first and on any failure; the report line ------------------
 fail_reason=''
 eval "lib_fail() $(declare -f fail | tail -n +2)"
+skipped=''
+# Kafka's transaction coordinator, loading its state just after the broker restarted, can find
+# a transaction of ours half-way through its commit (PREPARE_COMMIT) and send its markers before
+# the broker's metadata knows the partitions: it then takes them for deleted topics, skips their
+# markers and calls the transaction complete ("Couldn't find leader endpoint for partitions ...
+# likely deleted already"). The transaction hangs on partitions that exist: every read_committed
+# reader of them (stage 2 on partials, a stage 1 reading its group's committed offsets) stands
+# still until an operator aborts it (docs/RUNBOOK.md, "A hanging transaction"); no client can.
+# hotcount reports it (partition_stalled, with the reason) but cannot move, so such a run judges
+# nothing: it is reported as skipped (exit 77, CTest's SKIP_RETURN_CODE), never as passed.
+broker_skipped_markers() {
+    [ -f "$work/kafka/server.log" ] &&
+        grep -q "Couldn't find leader endpoint for partitions.*f$run\." "$work/kafka/server.log"
+}
 fail() { # lib.sh's fail, remembering why for the report line
     [ -n "$fail_reason" ] || fail_reason="$*"
+    if broker_skipped_markers; then
+        skipped=1
+        say "FAIL: $*"
+        say "chaos: SKIPPED, not judged: the broker skipped the markers of a transaction after its restart (Kafka's defect, above):"
+        grep "Couldn't find leader endpoint for partitions.*f$run\." "$work/kafka/server.log" | cut -c1-400 >&2
+        exit 77
+    fi
     lib_fail "$@"
 }
 faults=() # one word group per injected fault, for the summary and the report
@@ -183,7 +204,10 @@ settled='-'
 chaos_exit() {
     private_servers_stop
     local result=pass
-    if [ -z "$ok" ]; then
+    if [ -n "$skipped" ]; then
+        result="SKIP: the broker skipped a transaction's markers after its restart; ${fail_reason}"
+        say "chaos: SKIPPED: store $store_arg, protocol $protocol, seed $seed; replay: HC_FAULT_SEED=$seed HC_FAULT_EVENTS=$events tests/faults/chaos.sh HOTCOUNT $store_arg $protocol $seconds"
+    elif [ -z "$ok" ]; then
         result="FAIL: ${fail_reason:-error or interruption (see the log)}"
         say "chaos: FAILED: store $store_arg, protocol $protocol, seed $seed; replay: HC_FAULT_SEED=$seed HC_FAULT_EVENTS=$events tests/faults/chaos.sh HOTCOUNT $store_arg $protocol $seconds"
         [ ! -s "$work/schedule.log" ] || { say "schedule so far (ms, fault, detail):"; cat "$work/schedule.log"; }

@@ -5,8 +5,8 @@
 #   overload.sh HOTCOUNT
 #
 # The store is PostgreSQL (this run's own schema). Two stage-1 processes and one stage-2 process
-# with a tiny max.keys=HC_FAULT_MAX_KEYS (1000: a full table closes the window, so each store
-# batch holds at most 1000 posts) and statistics every second; `hotcount produce` sends
+# with a tiny max.keys=HC_FAULT_MAX_KEYS (200: a full table closes the window, so each store
+# batch holds at most 200 posts) and statistics every second; `hotcount produce` sends
 # HC_FAULT_EVENTS (1 000 000) Zipfian events over HC_FAULT_SECONDS (25). Once stage 2 has stored
 # a batch, a psql session slows the store down for HC_FAULT_SLOW_S (8) seconds: again and again
 # it holds an ACCESS EXCLUSIVE lock on hotcount_counts for 0.9 s and lets go for 0.05 s, so
@@ -19,7 +19,10 @@
 #     The lag counts records, and a packed record carries a window's posts of one partials
 #     partition: two stage-1 processes at flush.ms 300 over 8 partitions write about 50 a
 #     second, so the 8 s slow-down leaves some 200-400 behind (234 in a run of 2026-12-01; with
-#     partials.format=single it was thousands, one record a post);
+#     partials.format=single it was thousands, one record a post). At max.keys 1000 a batch a
+#     second took most of a Zipfian second's posts: the CI's short variant (100 000 events over
+#     15 s) peaked at 64 and 69 on a loaded machine and failed, 113 and 141 on a quiet one; at 200
+#     it peaked at 374 and 402 (2 runs each, 2026-12-05 10:37 UTC);
 #   * it drained: after the producer, the lag summed over the partials partitions comes down to
 #     at most 2 per partition within 120 s (the transaction markers after the last partial, one
 #     per stage-1 producer, which librdkafka 2.0.2 does not count as consumed); `hotcount
@@ -43,7 +46,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 hcf_stream 1000000 25
 stall_s=${HC_FAULT_SLOW_S:-8}
-max_keys=${HC_FAULT_MAX_KEYS:-1000}
+max_keys=${HC_FAULT_MAX_KEYS:-200}
 min_lag=${HC_FAULT_MIN_LAG:-100}
 rss_mb=${HC_FAULT_RSS_MB:-96}
 HCF_PROPS=kafka.consumer.statistics.interval.ms=1000
