@@ -26,9 +26,11 @@
 -- is not a number (nothing written); {-1} the staged parts
 -- are not all there (nothing written); {-2, key, i, why} the count key of delta i (0-based, in
 -- batch order) cannot take the delta (nothing written): why "overflow" (its magnitude would
--- pass 9e18) or "type" (not an integer, or another type).
+-- pass 9e18; for a post listed twice, after any of its deltas in batch order) or "type" (not an
+-- integer, or another type).
 --
--- Where the server's time goes (bench/RESULTS.md, issue 27's section, a profile): per post one
+-- Where the server's time goes (bench/RESULTS.md, "The Redis commit: where the server's CPU
+-- goes", a profile): per post one
 -- MGET element (the check) and one MSET element (the write), CHUNK posts per redis.call,
 -- instead of a GET call and an INCRBY call each, and an EXISTS element for a post that has no
 -- count yet (MGET answers nil for a key of another type too). MSET writes totals the script

@@ -75,7 +75,7 @@
  * ranks them exactly here (scores are doubles); when the n-th is not above F, or the index is not
  * built, it SCANs as below. init builds the index of counts written before it (a SCAN, one
  * "absorb" script call per page; commits running meanwhile keep what is covered) and marks it
- * built. Its cost on the commit: bench/RESULTS.md, issue 27's section.
+ * built. Its cost on the commit: bench/RESULTS.md, "The top index's cost".
  *
  * Reads. read_offsets is one HMGET, get is MGET in chunks. foreach (and a top the index cannot
  * answer) SCAN the keys under the prefix (MATCH, the prefix glob-escaped) and MGET each page:
