@@ -177,26 +177,21 @@ static void cass_close(hc_store_t *st)
     free(cs);
 }
 
-/* Refuses a consistency whose reads could miss an acknowledged write on this keyspace
- * (hc_cass_consistency_check). Nothing to check before the keyspace exists: init checks again
- * once it has created it. */
-static hc_err_t check_consistency(cass_store_t *cs, char *errstr, size_t errstr_size)
+/* The keyspace's row of system_schema.keyspaces, as `cql` selects it (its one parameter the
+ * keyspace's name), at ONE: the schema is local to each node. *rows_out is the caller's to free
+ * (hc_cql_rows_free), and holds no row when the keyspace does not exist. */
+static hc_err_t keyspace_row(cass_store_t *cs, const char *cql, const char *what,
+                             hc_cql_rows_t **rows_out, char *errstr, size_t errstr_size)
 {
     hc_cql_prepared_t *p = NULL;
     hc_cql_stmt_t *stmt;
-    hc_cql_rows_t *rows = NULL;
     hc_cql_error_t e;
-    hc_err_t err = HC_OK;
     int rc;
 
-    if (cs->uri.consistency != HC_CQL_ONE && cs->uri.consistency != HC_CQL_LOCAL_ONE) {
-        return HC_OK;
-    }
-    rc = hc_cql_prepare(
-        cs->session, "SELECT JSON replication FROM system_schema.keyspaces WHERE keyspace_name = ?",
-        &p, &e);
+    *rows_out = NULL;
+    rc = hc_cql_prepare(cs->session, cql, &p, &e);
     if (rc != HC_CQL_OK) {
-        return cass_err(rc, &e, "replication", errstr, errstr_size);
+        return cass_err(rc, &e, what, errstr, errstr_size);
     }
     stmt = hc_cql_stmt_new(p);
     if (stmt == NULL) {
@@ -205,31 +200,47 @@ static hc_err_t check_consistency(cass_store_t *cs, char *errstr, size_t errstr_
         return HC_ERR_FATAL;
     }
     hc_cql_bind_text(stmt, 0, cs->uri.keyspace, strlen(cs->uri.keyspace));
-    hc_cql_stmt_set_consistency(stmt, HC_CQL_ONE); /* system_schema is local to each node */
+    hc_cql_stmt_set_consistency(stmt, HC_CQL_ONE);
     hc_cql_stmt_set_timeout_ms(stmt, cs->statement_ms);
-    rc = hc_cql_execute(cs->session, stmt, &rows, &e);
-    if (rc != HC_CQL_OK) {
-        err = cass_err(rc, &e, "replication", errstr, errstr_size);
-    } else if (hc_cql_rows_count(rows) > 0) {
-        const uint8_t *json;
-        size_t len;
-        char *text;
-
-        if (hc_cql_rows_bytes(rows, 0, 0, &json, &len) != HC_CQL_OK ||
-            (text = strndup((const char *)json, len)) == NULL) {
-            hc_errstr_set(errstr, errstr_size,
-                          "cassandra store: the replication of keyspace %s is unreadable",
-                          cs->uri.keyspace);
-            err = HC_ERR_FATAL;
-        } else {
-            err = hc_cass_consistency_check(cs->uri.consistency, cs->uri.keyspace, text, errstr,
-                                            errstr_size);
-            free(text);
-        }
-    }
-    hc_cql_rows_free(rows);
+    rc = hc_cql_execute(cs->session, stmt, rows_out, &e);
     hc_cql_stmt_free(stmt);
     hc_cql_prepared_free(p);
+    return rc == HC_CQL_OK ? HC_OK : cass_err(rc, &e, what, errstr, errstr_size);
+}
+
+/* Refuses a consistency whose reads could miss an acknowledged write on this keyspace
+ * (hc_cass_consistency_check). Nothing to check before the keyspace exists: init checks again
+ * once it has created it. */
+static hc_err_t check_consistency(cass_store_t *cs, char *errstr, size_t errstr_size)
+{
+    hc_cql_rows_t *rows = NULL;
+    const uint8_t *json;
+    size_t len;
+    char *text;
+    hc_err_t err;
+
+    if (cs->uri.consistency != HC_CQL_ONE && cs->uri.consistency != HC_CQL_LOCAL_ONE) {
+        return HC_OK;
+    }
+    err = keyspace_row(
+        cs, "SELECT JSON replication FROM system_schema.keyspaces WHERE keyspace_name = ?",
+        "replication", &rows, errstr, errstr_size);
+    if (err != HC_OK || hc_cql_rows_count(rows) == 0) {
+        hc_cql_rows_free(rows);
+        return err;
+    }
+    if (hc_cql_rows_bytes(rows, 0, 0, &json, &len) != HC_CQL_OK ||
+        (text = strndup((const char *)json, len)) == NULL) {
+        hc_errstr_set(errstr, errstr_size,
+                      "cassandra store: the replication of keyspace %s is unreadable",
+                      cs->uri.keyspace);
+        err = HC_ERR_FATAL;
+    } else {
+        err = hc_cass_consistency_check(cs->uri.consistency, cs->uri.keyspace, text, errstr,
+                                        errstr_size);
+        free(text);
+    }
+    hc_cql_rows_free(rows);
     return err;
 }
 
@@ -331,32 +342,14 @@ static bool random_uuid(char out[37])
 
 static hc_err_t keyspace_exists(cass_store_t *cs, bool *exists, char *errstr, size_t errstr_size)
 {
-    hc_cql_prepared_t *p = NULL;
-    hc_cql_stmt_t *stmt;
     hc_cql_rows_t *rows = NULL;
-    hc_cql_error_t e;
-    int rc;
+    hc_err_t err = keyspace_row(
+        cs, "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?", "init",
+        &rows, errstr, errstr_size);
 
-    rc = hc_cql_prepare(cs->session,
-                        "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?",
-                        &p, &e);
-    if (rc != HC_CQL_OK) {
-        return cass_err(rc, &e, "init", errstr, errstr_size);
-    }
-    stmt = hc_cql_stmt_new(p);
-    if (stmt == NULL) {
-        hc_cql_prepared_free(p);
-        hc_errstr_set(errstr, errstr_size, "cassandra store: out of memory");
-        return HC_ERR_FATAL;
-    }
-    hc_cql_bind_text(stmt, 0, cs->uri.keyspace, strlen(cs->uri.keyspace));
-    hc_cql_stmt_set_timeout_ms(stmt, cs->statement_ms);
-    rc = hc_cql_execute(cs->session, stmt, &rows, &e);
-    *exists = rc == HC_CQL_OK && hc_cql_rows_count(rows) > 0;
+    *exists = err == HC_OK && hc_cql_rows_count(rows) > 0;
     hc_cql_rows_free(rows);
-    hc_cql_stmt_free(stmt);
-    hc_cql_prepared_free(p);
-    return rc == HC_CQL_OK ? HC_OK : cass_err(rc, &e, "init", errstr, errstr_size);
+    return err;
 }
 
 static hc_err_t cass_init_schema(hc_store_t *st, char *errstr, size_t errstr_size)
