@@ -708,7 +708,7 @@ static rd_kafka_t *kafka_new(const hc_config_t *cfg, hc_kafka_role_t role,
         hc_errstr_set(errstr, errstr_size, "kafka client: %s", rderr);
         goto fail_conf;
     }
-    if (consumer) {
+    if (consumer && !opts->own_main_queue) {
         rd_kafka_poll_set_consumer(rk);
     }
     return rk;

@@ -195,12 +195,23 @@ hc_err_t hc_stage_loop_init(hc_stage_loop_t *loop, const hc_config_t *cfg, hc_me
                              .group_instance_id = cfg->group_static ? loop->instance_id : NULL,
                              .rebalance_cb = rebalance_cb,
                              .stats_cb = stats_cb,
-                             .opaque = loop};
+                             .opaque = loop,
+                             .own_main_queue = true};
     loop->consumer = hc_kafka_new(cfg, opts->role, &copts, errstr, errstr_size);
     if (!loop->consumer) {
         free(loop->held);
         loop->held = NULL;
         return HC_ERR_INVALID;
+    }
+    /* the statistics (consumer lag) stay current while the stage is behind or in a store call */
+    loop->main_queue = hc_kafka_main_queue_start(loop->consumer);
+    if (!loop->main_queue) {
+        rd_kafka_destroy(loop->consumer);
+        loop->consumer = NULL;
+        free(loop->held);
+        loop->held = NULL;
+        hc_errstr_set(errstr, errstr_size, "out of memory or threads");
+        return HC_ERR_FATAL;
     }
     return HC_OK;
 }
@@ -212,6 +223,8 @@ void hc_stage_loop_fini(hc_stage_loop_t *loop)
         free(loop->held);
         loop->held = NULL;
     }
+    hc_kafka_main_queue_stop(loop->main_queue);
+    loop->main_queue = NULL;
     if (loop->consumer) {
         hc_kafka_consumer_destroy(loop->consumer, loop->close_abandoned);
         loop->consumer = NULL;

@@ -49,14 +49,29 @@ typedef struct hc_kafka_opts {
     hc_kafka_rebalance_fn rebalance_cb;
     void (*dr_msg_cb)(rd_kafka_t *rk, const rd_kafka_message_t *rkmessage, void *opaque);
     /* librdkafka statistics (JSON), every statistics.interval.ms; returns 0 (librdkafka then
-     * frees json). Called from the polling thread. */
+     * frees json). Called from the thread that serves the main queue: the consumer's polling
+     * thread, or with own_main_queue the hc_kafka_main_queue thread. */
     int (*stats_cb)(rd_kafka_t *rk, char *json, size_t json_len, void *opaque);
     void *opaque;
+    /* Consumers: keep the main queue (statistics, error callbacks) apart from the message
+     * queue; the caller serves it with hc_kafka_main_queue_start. */
+    bool own_main_queue;
 } hc_kafka_opts_t;
 
+/* A thread that serves a consumer's main queue (rd_kafka_poll), so its statistics and error
+ * callbacks run while the consumer's own thread is busy or behind: forwarded to the message
+ * queue, a statistics report waits behind every message fetched before it (src/kafka/
+ * main_queue.c). For a consumer made with own_main_queue; the callbacks must be thread-safe.
+ * Start after hc_kafka_new; stop (joins, within 100 ms) before the consumer is destroyed.
+ * NULL: out of memory or threads. */
+typedef struct hc_kafka_main_queue hc_kafka_main_queue_t;
+hc_kafka_main_queue_t *hc_kafka_main_queue_start(rd_kafka_t *rk);
+void hc_kafka_main_queue_stop(hc_kafka_main_queue_t *mq); /* NULL: nothing */
+
 /* Creates a client for the role. Returns NULL with errstr naming the bad property (a user's
- * kafka.* key is reported as written, e.g. "kafka.consumer.fetch.max.bytes"). For consumers,
- * rd_kafka_poll_set_consumer() is already called. */
+ * kafka.* key is reported as written, e.g. "kafka.consumer.fetch.max.bytes"). For consumers
+ * rd_kafka_poll_set_consumer() is already called (rd_kafka_consumer_poll serves the callbacks
+ * too), unless opts->own_main_queue. */
 rd_kafka_t *hc_kafka_new(const hc_config_t *cfg, hc_kafka_role_t role, const hc_kafka_opts_t *opts,
                          char *errstr, size_t errstr_size);
 

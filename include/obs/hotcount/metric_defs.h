@@ -109,7 +109,9 @@
       "Messages between a partition's high watermark and this process's consumer position, " \
       "from librdkafka statistics.", \
       "messages behind the high watermark, from librdkafka statistics (every 5 s unless " \
-      "`kafka.statistics.interval.ms` says otherwise)") \
+      "`kafka.statistics.interval.ms` says otherwise), served on a thread of their own: " \
+      "current while the stage is behind or waits on a slow store; a series is left out " \
+      "when its client reported nothing for 3 intervals") \
     X(PARTITION_STALLED, STAGES, "hotcount_partition_stalled", GAUGE, \
       "stage=\"1\"|\"2\", topic, partition, state", \
       "1 for each assigned partition with input waiting that has committed no progress for " \

@@ -33,9 +33,11 @@
  * the seek, the resume or the next owner), so none is lost.
  *
  * Threading: hc_stage_loop_run and every hook run on the stage's one thread (rebalances are
- * served from inside its poll and close). hc_stage_loop_heartbeat_ms and hc_stage_loop_assigned
- * may be read from any thread. The struct lives in the stage's own storage (init/fini); its
- * fields are read by the stage, written only through these functions. */
+ * served from inside its poll and close). The consumer's statistics and error callbacks run on
+ * the loop's main-queue thread (they only write the metrics and the log, both locked).
+ * hc_stage_loop_heartbeat_ms and hc_stage_loop_assigned may be read from any thread. The struct
+ * lives in the stage's own storage (init/fini); its fields are read by the stage, written only
+ * through these functions. */
 #ifndef HOTCOUNT_STAGE_LOOP_H
 #define HOTCOUNT_STAGE_LOOP_H
 
@@ -138,6 +140,8 @@ typedef struct hc_stage_loop {
     size_t held_next;
     size_t held_count;
     rd_kafka_queue_t *queue; /* owned reference to the consumer's queue, during the poll loop */
+    /* owned: serves the consumer's statistics and error callbacks on a thread of its own */
+    hc_kafka_main_queue_t *main_queue;
     /* Every assigned partition's progress (hotcount/progress.h): fed by the rebalances, the
      * delivered messages, the partition EOFs and the stage's commits (hc_stage_loop_committed);
      * judged every progress_check_ms against the broker's end. */
@@ -147,7 +151,8 @@ typedef struct hc_stage_loop {
 } hc_stage_loop_t;
 
 /* Creates the consumer for opts->role with the loop's rebalance and statistics callbacks (the
- * statistics go into metrics: consumer lag). On error nothing is left to free (fini is still
+ * statistics go into metrics: consumer lag; they are served on a thread of their own, so they
+ * stay current while the stage thread is busy). On error nothing is left to free (fini is still
  * safe) and errstr names the bad property. cfg and metrics are borrowed. */
 hc_err_t hc_stage_loop_init(hc_stage_loop_t *loop, const hc_config_t *cfg, hc_metrics_t *metrics,
                             const hc_stage_loop_opts_t *opts, char *errstr, size_t errstr_size);
