@@ -14,10 +14,13 @@
  * is rewritten every second, and the free room lets PostgreSQL update it on its page without a
  * new primary-key entry (a "HOT" update).
  *
- * No index on likes, as in the SQLite store: likes changes in every update, so such an index
- * would turn every HOT update into two index insertions, on the write path that this program
- * exists to keep cheap; `top` is an operator's query and a top-N sort over one scan serves it
- * (0.45 s for two million rows on a two-core test machine).
+ * hotcount_counts_likes (likes DESC, post_id), as in the SQLite store, is `top`'s order: without
+ * it `hotcount serve`'s public /v1/top sorted the whole table once per TTL (0.45 s for two
+ * million rows on a two-core test machine; issue 25). It is paid on the write path: likes
+ * changes in every update, so no update is HOT, and each delta inserts a primary-key and a
+ * likes entry; bench/results/studies.md, "The top index's cost", measured it at 1.86x the
+ * server's write CPU. A bounded top table kept in the apply's transaction (as the Redis store's
+ * sorted set) would give most of that back; not built yet.
  *
  * Connecting: the URI goes to libpq unchanged and is never echoed (it may hold a password);
  * errors name the `store` key and quote libpq's message. Defaults the URI may override:
