@@ -175,28 +175,10 @@ private_servers_stop() {
 fail_reason=''
 eval "lib_fail() $(declare -f fail | tail -n +2)"
 skipped=''
-# Kafka's transaction coordinator, loading its state just after the broker restarted, can find
-# a transaction of ours half-way through its commit (PREPARE_COMMIT) and send its markers before
-# the broker's metadata knows the partitions: it then takes them for deleted topics, skips their
-# markers and calls the transaction complete ("Couldn't find leader endpoint for partitions ...
-# likely deleted already"). The transaction hangs on partitions that exist: every read_committed
-# reader of them (stage 2 on partials, a stage 1 reading its group's committed offsets) stands
-# still until an operator aborts it (docs/RUNBOOK.md, "A hanging transaction"); no client can.
-# hotcount reports it (partition_stalled, with the reason) but cannot move, so such a run judges
-# nothing: it is reported as skipped (exit 77, CTest's SKIP_RETURN_CODE), never as passed.
-broker_skipped_markers() {
-    [ -f "$work/kafka/server.log" ] &&
-        grep -q "Couldn't find leader endpoint for partitions.*f$run\." "$work/kafka/server.log"
-}
-fail() { # lib.sh's fail, remembering why for the report line
+fail() { # lib.sh's fail (which reports a run the broker's defect spoilt as skipped: exit 77),
+    # remembering why for the report line
     [ -n "$fail_reason" ] || fail_reason="$*"
-    if broker_skipped_markers; then
-        skipped=1
-        say "FAIL: $*"
-        say "chaos: SKIPPED, not judged: the broker skipped the markers of a transaction after its restart (Kafka's defect, above):"
-        grep "Couldn't find leader endpoint for partitions.*f$run\." "$work/kafka/server.log" | cut -c1-400 >&2
-        exit 77
-    fi
+    ! hcf_broker_skipped_markers || skipped=1
     lib_fail "$@"
 }
 faults=() # one word group per injected fault, for the summary and the report

@@ -143,6 +143,24 @@ hcf_cleanup() {
     exit "$rc"
 }
 
+# Kafka's transaction coordinator, loading its state just after the broker restarted, can find
+# a transaction of ours half-way through its commit (PREPARE_COMMIT) and send its markers before
+# the broker's metadata knows the partitions: it then takes them for deleted topics, skips their
+# markers and calls the transaction complete ("Couldn't find leader endpoint for partitions ...
+# likely deleted already"). The transaction hangs on partitions that exist: every read_committed
+# reader of them (stage 2 on partials, a stage 1 reading its group's committed offsets) stands
+# still until an operator aborts it (docs/RUNBOOK.md, "A hanging transaction"); no client can.
+# hotcount reports it (partition_stalled, with the reason) but cannot move, so a run that meets
+# it judges nothing: fail reports it as skipped (exit 77, CTest's SKIP_RETURN_CODE), never as
+# passed. True when the broker's log (next to HC_TEST_KAFKA_CTL: the harness's broker, or
+# chaos.sh's private one) has that line for this run's topics.
+hcf_broker_skipped_markers() {
+    local log
+    [ -n "${HC_TEST_KAFKA_CTL:-}" ] && [ -n "${run:-}" ] || return 1
+    log=$(dirname "$HC_TEST_KAFKA_CTL")/server.log
+    [ -f "$log" ] && grep -q "Couldn't find leader endpoint for partitions.*f$run\." "$log"
+}
+
 fail() {
     say "FAIL: $*"
     local id
@@ -151,6 +169,12 @@ fail() {
         # for the reader only: the per-window lines left out are noise here
         grep -v 'committed window\|stored batch\| is hot\|cooled down' "${log_of[$id]}" | tail -n 15 || true
     done
+    if hcf_broker_skipped_markers; then
+        say "SKIPPED, not judged: the broker skipped the markers of a transaction after its restart (Kafka's defect, hcf_broker_skipped_markers):"
+        grep "Couldn't find leader endpoint for partitions.*f$run\." \
+            "$(dirname "$HC_TEST_KAFKA_CTL")/server.log" | cut -c1-400 >&2
+        exit 77
+    fi
     exit 1
 }
 
