@@ -156,6 +156,12 @@ static void every_field_of_a_full_uri(void **state)
     assert_string_equal(u.replication_cql, "{'class': 'SimpleStrategy', 'replication_factor': 1}");
     assert_int_equal(u.consistency, HC_CQL_LOCAL_ONE);
     hc_cass_uri_fini(&u);
+
+    /* one replica in each datacenter: local_one reads the replica of its own */
+    parse_ok("cassandra://h/ks?replication=dc1:1,dc2:1&consistency=local_one", &u);
+    assert_int_equal(u.replicas_total, 2);
+    assert_int_equal(u.replicas_most, 1);
+    hc_cass_uri_fini(&u);
 }
 
 /* Each bad URI carries SECRET as its password, and the cases about an option's value carry it as
@@ -204,6 +210,12 @@ static void bad_uris_are_refused_without_secrets(void **state)
         {"cassandra://u:" SECRET "@h/ks?replication=dc'1:3", "bad value for option replication"},
         {"cassandra://u:" SECRET "@h/ks?replication=dc1:3,", "bad value for option replication"},
         {"cassandra://u:" SECRET "@h/ks?replication=dc1", "bad value for option replication"},
+        {"cassandra://u:" SECRET "@h/ks?consistency=one&replication=simple:3",
+         "consistency one or local_one with a replication that keeps more than one replica"},
+        {"cassandra://u:" SECRET "@h/ks?replication=dc1:1,dc2:1&consistency=one",
+         "consistency one or local_one with a replication that keeps more than one replica"},
+        {"cassandra://u:" SECRET "@h/ks?consistency=local_one&replication=dc1:1,dc2:2",
+         "consistency one or local_one with a replication that keeps more than one replica"},
         {"cassandra://u:" SECRET "@h/ks?staging_ttl=60", "bad value for option staging_ttl"},
         {"cassandra://u:" SECRET "@h/ks?staging_ttl=1234567890",
          "bad value for option staging_ttl"},

@@ -64,6 +64,10 @@ typedef struct hc_cass_uri {
     /* the CQL replication map for CREATE KEYSPACE, e.g. {'class': 'SimpleStrategy',
      * 'replication_factor': 1}; "" when replication is NONE */
     char replication_cql[256];
+    /* its replica counts: in all (SimpleStrategy's factor, or the datacenters' sum) and in the
+     * datacenter that keeps most; 0 when replication is NONE */
+    int replicas_total;
+    int replicas_most;
     int64_t staging_ttl_s;
 } hc_cass_uri_t;
 

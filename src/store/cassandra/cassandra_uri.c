@@ -137,6 +137,7 @@ static bool parse_replication(const char *v, size_t len, hc_cass_uri_t *u)
         }
         n = snprintf(out, size, "{'class': 'SimpleStrategy', 'replication_factor': %ld}", rf);
         u->replication = HC_CASS_REPLICATION_SIMPLE;
+        u->replicas_total = u->replicas_most = (int)rf;
         return n > 0 && (size_t)n < size;
     }
     n = snprintf(out, size, "{'class': 'NetworkTopologyStrategy'");
@@ -163,6 +164,8 @@ static bool parse_replication(const char *v, size_t len, hc_cass_uri_t *u)
             return false;
         }
         used += (size_t)n;
+        u->replicas_total += (int)rf;
+        u->replicas_most = (int)rf > u->replicas_most ? (int)rf : u->replicas_most;
         p = comma != NULL ? comma + 1 : end;
         if (comma != NULL && p == end) {
             return false;
@@ -404,6 +407,15 @@ hc_err_t hc_cass_uri_parse(const char *uri, hc_cass_uri_t *u, char *errstr, size
     }
     if ((u->tls_cert == NULL) != (u->tls_key == NULL)) {
         why = "tls_cert and tls_key go together";
+        goto fail_invalid;
+    }
+    /* The URI's own contradiction, refused before anything is created (init would make the
+     * keyspace, then refuse it: hc_cass_consistency_check). */
+    if ((u->consistency == HC_CQL_ONE && u->replicas_total > 1) ||
+        (u->consistency == HC_CQL_LOCAL_ONE && u->replicas_most > 1)) {
+        why = "consistency one or local_one with a replication that keeps more than one replica "
+              "of each row (a read at one replica may miss a write another acknowledged; use "
+              "local_quorum, the default, or quorum)";
         goto fail_invalid;
     }
     return HC_OK;
