@@ -175,25 +175,35 @@ hc_port_listening() {
                       END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
-# hc_free_port: prints a TCP port that nothing uses now. Chosen at random below the kernel's
-# ephemeral range (so outgoing connections never take it between runs and restarts), which
-# also keeps two harnesses started at once from picking the same port.
+# hc_free_port: prints a TCP port that nothing uses now and that no harness on this machine has
+# handed out in the last 3 hours. Chosen at random below the kernel's ephemeral range (so
+# outgoing connections never take it between runs and restarts). A server restarted on its own
+# port (redis-ctl, pg-ctl, kafka-ctl, a fault script's private store) leaves the port free for
+# a moment, and a test running beside it once picked it then (CI verification of 2026-12-05
+# 13:20 UTC: faults_forgetting_store's redis found its port taken): so every port handed out is
+# recorded in HC_PORT_REGISTRY (default /tmp/hc-ports; a directory per port, made by mkdir, which
+# is atomic, so two pickers at once never get the same port), and a record younger than 3 hours
+# (longer than any test run) keeps it from every other picker. Older records are removed.
 hc_free_port() {
-    local lo=20000 hi=32767 eph_lo _eph_hi p i
+    local lo=20000 hi=32767 eph_lo _eph_hi p i reg=${HC_PORT_REGISTRY:-/tmp/hc-ports}
     if read -r eph_lo _eph_hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null; then
         if [ "$eph_lo" -gt 12000 ] && [ "$eph_lo" -le 32768 ]; then
             hi=$((eph_lo - 1))
             lo=$((hi - 12000))
         fi
     fi
+    mkdir -p "$reg" 2>/dev/null || hc_die "cannot make the port registry $reg"
+    # now and then (one call in 50), forget the records of finished runs
+    [ $((RANDOM % 50)) -ne 0 ] ||
+        find "$reg" -mindepth 1 -maxdepth 1 -mmin +180 -exec rm -rf {} + 2>/dev/null || true
     for ((i = 0; i < 200; i++)); do
         p=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo + 1)))
-        if ! hc_port_in_use "$p"; then
+        if ! hc_port_in_use "$p" && mkdir "$reg/$p" 2>/dev/null; then
             printf '%s\n' "$p"
             return 0
         fi
     done
-    hc_die "no free TCP port found in $lo-$hi"
+    hc_die "no free TCP port found in $lo-$hi (records in $reg)"
 }
 
 # hc_tail_logs FILE...: prints the last lines of each existing FILE to stderr.
