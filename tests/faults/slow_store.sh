@@ -33,6 +33,9 @@
 #   * the lag falls every minute (HC_FAULT_MINUTE_S, 60): each minute's sample below the one
 #     before, from the backlog at stage 2's start;
 #   * stage 2 keeps its pid: it never exits (no fatal error, no watchdog) until the final SIGTERM;
+#   * its lag gauge is on /metrics throughout (sampled every 10 s): an operator sees the drain.
+#     Until 2026-12-05 the statistics waited behind the fetched records and the slow batches
+#     (src/kafka/main_queue.c), and the gauge went missing during slow batches;
 #   * then, the store back to speed, the end-of-run checks of tests/faults/lib.sh: verify, the
 #     oracle, tally.py (0 lost, 0 duplicated) and tiling.py.
 # It reports, per minute since stage 2's start: the lag from the store's offsets (records of the
@@ -195,6 +198,9 @@ except ValueError:
 print(lag if isinstance(lag, int) else "?")' "$work/status.json"
 }
 consumer_lag() { metric_sum "$(scrape s2-a)" "hotcount_consumer_lag{topic=\"f$run.partials\""; }
+# Whether stage 2's /metrics shows its lag gauge for the partials topic (left out when its
+# statistics are older than 3 intervals): an operator watching the drain must see it throughout.
+consumer_lag_shown() { grep -q "^hotcount_consumer_lag{topic=\"f$run.partials\"" <<<"$(scrape s2-a)"; }
 stage1_events() { # raw events in stage 1's committed windows, both processes
     local a b
     a=$(scrape_sure s1-a) && b=$(scrape_sure s1-b) || return 1
@@ -281,7 +287,7 @@ say "stage 2 (pid $pid2) started at +$(elapsed) s"
 
 # Every minute: the store's lag must be below the last minute's. Between the minute marks the
 # process is watched every second and the lag read every 10 s, so a drain is seen early.
-lags=("$backlog") clags=() flat=() drained='' n=0
+lags=("$backlog") clags=() flat=() unseen=() drained='' n=0
 next_minute=$((t2 + minute_s * 1000))
 limit=$((t2 + drain_s * 1000))
 while :; do
@@ -310,6 +316,10 @@ while :; do
         drained=1
         break
     fi
+    # every 10 s from the first 5 (its first statistics report): the lag gauge is shown
+    if [ $((n % 10)) -eq 4 ] && ! consumer_lag_shown; then
+        unseen+=("$(((now - t2) / 1000))")
+    fi
     [ "$now" -lt "$limit" ] || break
     n=$((n + 1))
     sleep 1
@@ -324,6 +334,8 @@ batch_report "$t2_wall"
 [ ${#flat[@]} -eq 0 ] ||
     say "NOT REQUIRED (HC_FAULT_LAG_REPORT_ONLY): the lag did not fall in minute(s) ${flat[*]}"
 [ "${pid_of[s2-a]}" = "$pid2" ] && ours "$pid2" || fail "stage 2 was restarted"
+[ ${#unseen[@]} -eq 0 ] ||
+    fail "stage 2's hotcount_consumer_lag was missing from /metrics during the drain at ${unseen[*]} s after its start (its statistics stale)"
 if [ "$store_kind" = dynamodb ]; then
     say "fault-proxy: $(python3 -c '
 import json, sys
