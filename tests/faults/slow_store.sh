@@ -33,9 +33,9 @@
 #   * the lag falls every minute (HC_FAULT_MINUTE_S, 60): each minute's sample below the one
 #     before, from the backlog at stage 2's start;
 #   * stage 2 keeps its pid: it never exits (no fatal error, no watchdog) until the final SIGTERM;
-#   * its lag gauge is on /metrics throughout (sampled every 10 s): an operator sees the drain.
-#     Until 2026-12-05 the statistics waited behind the fetched records and the slow batches
-#     (src/kafka/main_queue.c), and the gauge went missing during slow batches;
+#   * its lag gauge is on /metrics throughout (sampled every 10 s from 15 s on): an operator
+#     sees the drain. Until 2026-12-05 the statistics waited behind the fetched records and the
+#     slow batches (src/kafka/main_queue.c), and the gauge went missing during them;
 #   * then, the store back to speed, the end-of-run checks of tests/faults/lib.sh: verify, the
 #     oracle, tally.py (0 lost, 0 duplicated) and tiling.py.
 # It reports, per minute since stage 2's start: the lag from the store's offsets (records of the
@@ -316,8 +316,9 @@ while :; do
         drained=1
         break
     fi
-    # every 10 s from the first 5 (its first statistics report): the lag gauge is shown
-    if [ $((n % 10)) -eq 4 ] && ! consumer_lag_shown; then
+    # every 10 s from 15 s on (by then its assignment, its first fetch and report are long
+    # done; a series appears once the consumer has a position): the lag gauge is shown
+    if [ "$n" -ge 14 ] && [ $((n % 10)) -eq 4 ] && ! consumer_lag_shown; then
         unseen+=("$(((now - t2) / 1000))")
     fi
     [ "$now" -lt "$limit" ] || break
